@@ -1,0 +1,60 @@
+"""The ``benchkit`` command line: one subcommand per question.
+
+Every module in :mod:`benchkit.commands` is a subcommand. A command module defines
+
+- ``HELP``: one line shown in ``benchkit --help``;
+- ``EXAMPLES``: worked examples shown at the end of ``benchkit <name> --help``;
+- ``add_arguments(parser)``: its argparse options;
+- ``run(args) -> int``: does the work and returns the exit code.
+
+The subcommand's name is the module's name (``run_`` style suffixes are not used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from types import ModuleType
+
+import benchkit.commands
+from benchkit.__about__ import __version__
+
+EPILOG = """examples:
+  benchkit run                                  # the end-to-end tour on this machine
+  benchkit model --size small --mode train-step # phase timings of one model
+  benchkit attention --help                     # every subcommand has worked examples
+"""
+
+
+def _command_modules() -> dict[str, ModuleType]:
+    names = sorted(m.name for m in pkgutil.iter_modules(benchkit.commands.__path__))
+    return {name: importlib.import_module(f"benchkit.commands.{name}") for name in names}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchkit",
+        description="Where do time and memory go in transformer training? One subcommand per question.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"benchkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, module in _command_modules().items():
+        cmd = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog="examples:\n" + module.EXAMPLES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return args._run(args)

@@ -1,0 +1,1 @@
+"""Subcommands of ``benchkit``: one module each (see :mod:`benchkit.cli`)."""

@@ -1,0 +1,5 @@
+"""trainsys-ddp."""
+
+from ddp.__about__ import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,192 @@
+"""Start a function in N processes that share one ``torch.distributed`` group.
+
+This is the single-node launcher used by the tests of every trainsys package and
+by ``benchkit``'s self-spawning benchmarks. Under ``torchrun`` you do not need it:
+``torchrun`` starts the processes and sets the rendezvous variables itself.
+
+Each run rendezvouses on a port the operating system hands out at that moment
+(never a fixed one), so concurrent runs on one machine do not collide. The
+parent waits for all ranks with one overall deadline; a rank that raises, dies or
+outlives the deadline turns into an exception in the parent that names the rank,
+so a bug shows up as a failure instead of a hung job.
+
+Example::
+
+    import torch
+    import torch.distributed as dist
+    from ddp.launch import spawn
+
+    def total(rank, world_size, base):
+        x = torch.tensor([base + rank], dtype=torch.float64)
+        dist.all_reduce(x)
+        return x.item()
+
+    assert spawn(total, world_size=3, args=(10.0,)) == [33.0, 33.0, 33.0]
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import os
+import queue
+import socket
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["find_free_port", "spawn", "DistributedRunError"]
+
+
+class DistributedRunError(RuntimeError):
+    """A rank raised, exited without a result, or missed the deadline."""
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port on ``host`` that was free a moment ago (asked of the OS via port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _run_rank(
+    rank: int,
+    world_size: int,
+    backend: str,
+    port: int,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    timeout_s: float,
+    results: "mp.Queue[tuple[int, bool, Any]]",
+) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+    )
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(
+            backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        try:
+            value = fn(rank, world_size, *args)
+        finally:
+            dist.destroy_process_group()
+        results.put((rank, True, value))
+    except BaseException:  # noqa: BLE001 - every failure must reach the parent
+        results.put((rank, False, traceback.format_exc()))
+
+
+def spawn(
+    fn: Callable[..., Any],
+    world_size: int,
+    *,
+    args: Sequence[Any] = (),
+    backend: str = "gloo",
+    timeout_s: float = 120.0,
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes.
+
+    Arguments:
+        fn: a module-level (picklable) function. It runs after
+            ``torch.distributed.init_process_group`` and before
+            ``destroy_process_group``; its return value must be picklable.
+        world_size: number of processes, >= 1.
+        args: extra positional arguments passed to every rank.
+        backend: ``"gloo"`` (CPU tensors) or ``"nccl"`` (rank ``r`` uses
+            ``cuda:r``).
+        timeout_s: one deadline, in seconds, for the whole run; it is also the
+            collective timeout of the process group.
+
+    Returns:
+        The ranks' return values, indexed by rank.
+
+    Raises:
+        ValueError: ``world_size`` < 1 or an unknown ``backend``.
+        DistributedRunError: a rank raised (its traceback is in the message),
+            exited without reporting, or was still running at the deadline.
+            All ranks are terminated before this is raised.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if backend == "nccl" and torch.cuda.device_count() < world_size:
+        raise ValueError(
+            f"backend='nccl' needs one GPU per rank: world_size={world_size}, "
+            f"but {torch.cuda.device_count()} CUDA device(s) are visible"
+        )
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = find_free_port()
+    procs = [
+        ctx.Process(
+            target=_run_rank,
+            args=(rank, world_size, backend, port, fn, tuple(args), timeout_s, results),
+            name=f"rank{rank}",
+        )
+        for rank in range(world_size)
+    ]
+    for proc in procs:
+        proc.start()
+
+    deadline = time.monotonic() + timeout_s
+    values: dict[int, Any] = {}
+    failures: dict[int, str] = {}
+    try:
+        while len(values) + len(failures) < world_size:
+            try:
+                rank, ok, payload = results.get(timeout=0.2)
+            except queue.Empty:
+                dead = [
+                    r
+                    for r, p in enumerate(procs)
+                    if not p.is_alive() and r not in values and r not in failures
+                ]
+                # A rank that exited without reporting (killed, segfault) can never report;
+                # give the queue a moment in case its result is still in flight.
+                if dead and results.empty():
+                    time.sleep(0.5)
+                    if results.empty():
+                        for r in dead:
+                            failures[r] = f"exited with code {procs[r].exitcode} and no result"
+                if failures:
+                    break
+                if time.monotonic() > deadline:
+                    missing = [r for r in range(world_size) if r not in values]
+                    raise DistributedRunError(
+                        f"ranks {missing} of {world_size} still running after timeout_s={timeout_s}"
+                    )
+                continue
+            if ok:
+                values[rank] = payload
+            else:
+                failures[rank] = payload
+                break  # the other ranks are likely blocked in a collective with this one
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        results.close()
+
+    if failures:
+        report = "\n".join(f"--- rank {r} ---\n{msg}" for r, msg in sorted(failures.items()))
+        raise DistributedRunError(f"{len(failures)} of {world_size} ranks failed:\n{report}")
+    return [values[r] for r in range(world_size)]

@@ -1,0 +1,63 @@
+"""The shared launcher: results come back by rank, failures and hangs become errors."""
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from ddp.launch import DistributedRunError, spawn
+
+pytestmark = pytest.mark.distributed
+
+
+def _sum_of_ranks(rank, world_size, offset):
+    x = torch.tensor([float(rank + offset)])
+    dist.all_reduce(x)
+    return (rank, world_size, x.item(), os.environ["MASTER_PORT"])
+
+
+def _rank_one_raises(rank, world_size):
+    if rank == 1:
+        raise ValueError("planted failure on rank 1")
+    dist.barrier()
+
+
+def _rank_zero_hangs(rank, world_size):
+    if rank == 0:
+        import time
+
+        time.sleep(60)
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_results_in_rank_order(world_size):
+    offset = torch.randint(0, 100, ()).item()
+    out = spawn(_sum_of_ranks, world_size, args=(offset,), timeout_s=60)
+    expected = sum(range(world_size)) + offset * world_size
+    assert [o[0] for o in out] == list(range(world_size))
+    assert all(o[1] == world_size and o[2] == expected for o in out)
+    assert len({o[3] for o in out}) == 1
+
+
+def test_each_run_gets_its_own_port():
+    a = spawn(_sum_of_ranks, 2, args=(0,), timeout_s=60)[0][3]
+    b = spawn(_sum_of_ranks, 2, args=(0,), timeout_s=60)[0][3]
+    assert a != b
+
+
+def test_exception_names_the_rank():
+    with pytest.raises(DistributedRunError, match=r"rank 1 ---(.|\n)*planted failure on rank 1"):
+        spawn(_rank_one_raises, 2, timeout_s=60)
+
+
+def test_hang_becomes_timeout_error():
+    with pytest.raises(DistributedRunError, match=r"still running after timeout_s=3"):
+        spawn(_rank_zero_hangs, 2, timeout_s=3)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="world_size"):
+        spawn(_sum_of_ranks, 0)
+    with pytest.raises(ValueError, match="backend"):
+        spawn(_sum_of_ranks, 2, backend="mpi")
