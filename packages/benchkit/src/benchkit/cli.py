@@ -20,6 +20,7 @@ from types import ModuleType
 
 import benchkit.commands
 from benchkit.__about__ import __version__
+from benchkit.errors import BenchkitError
 
 EPILOG = """examples:
   benchkit run                                  # the end-to-end tour on this machine
@@ -56,5 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand named in ``argv`` (default ``sys.argv[1:]``); return its exit code.
+
+    A :class:`~benchkit.errors.BenchkitError` becomes one line on stderr,
+    ``benchkit <command>: error: <message>``, and exit code 2.
+    """
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    return args._run(args)
+    try:
+        return args._run(args)
+    except BenchkitError as error:
+        print(f"benchkit {args.command}: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,81 @@
+"""Output conventions: result files, tables, output arguments, progress, CLI errors."""
+
+import argparse
+import csv
+import json
+import types
+
+import pytest
+
+from benchkit import cli
+from benchkit.errors import BenchkitError
+from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
+from benchkit.timing import summarize
+
+ENVIRONMENT_KEYS = {"device", "torch", "triton", "cuda", "numpy", "git_revision", "command", "date", "hostname"}
+
+
+def test_environment_records_device_versions_and_command():
+    env = environment()
+    assert ENVIRONMENT_KEYS <= set(env)
+    assert env["torch"] and env["numpy"] and env["device"] and env["date"].endswith("+00:00")
+
+
+def test_write_results_json_and_csv(tmp_path):
+    rows = [
+        {"size": "tiny", "forward": summarize([0.5, 1.5]), "tokens_per_s": 1234.5},
+        {"size": "small", "oom": True, "tokens_per_s": float("nan")},
+    ]
+    path = write_results(tmp_path / "new", "model", rows, meta={"steps": 10}, csv=True)
+    assert path == tmp_path / "new" / "model.json"
+    document = json.loads(path.read_text())
+    assert ENVIRONMENT_KEYS <= set(document["environment"])
+    assert document["meta"] == {"steps": 10}
+    assert document["rows"][0]["forward"] == {"mean": 1.0, "std": 0.5**0.5 * 1.0, "median": 1.0, "min": 0.5, "max": 1.5}
+    assert document["rows"][1]["tokens_per_s"] is None  # NaN is not JSON
+    with open(tmp_path / "new" / "model.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert list(table[0]) == ["size", "forward", "tokens_per_s", "oom"]
+    assert table[0]["tokens_per_s"] == "1234.5" and table[1]["oom"] == "True"
+    assert json.loads(table[0]["forward"])["max"] == 1.5
+    assert not (tmp_path / "new" / "other.csv").exists()
+
+
+def test_write_results_rejects_what_json_cannot_hold(tmp_path):
+    with pytest.raises(TypeError, match="object"):
+        write_results(tmp_path, "bad", [{"x": object()}])
+
+
+def test_format_table_aligns_columns():
+    rows = [{"name": "a", "ms": 1.23456, "n": 3}, {"name": "longer", "ms": 120.0, "n": None}]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split() == ["name", "ms", "n"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert lines[2].split() == ["a", "1.235", "3"] and lines[3].split() == ["longer", "120", "-"]
+    assert len({len(line) for line in lines[:3]}) == 1  # fixed width, numbers right-aligned
+    assert format_table(rows, columns=["n", "name"]).splitlines()[0].split() == ["n", "name"]
+
+
+def test_output_arguments_default_to_the_command_folder(tmp_path):
+    parser = argparse.ArgumentParser(prog="benchkit model")
+    add_output_arguments(parser)
+    args = parser.parse_args([])
+    assert str(args.out) == "benchkit-results/model" and args.csv is False
+    args = parser.parse_args(["--out", str(tmp_path), "--csv"])
+    assert args.out == tmp_path and args.csv is True
+
+
+def test_progress_yields_everything_and_reports_on_stderr(capsys):
+    assert list(progress(iter(range(3)), "sweep", total=3)) == [0, 1, 2]
+    err = capsys.readouterr().err
+    assert "sweep: 3/3" in err and "sweep: 1/3" in err
+
+
+def test_cli_turns_benchkit_error_into_exit_code_2(monkeypatch, capsys):
+    def run(args):
+        raise BenchkitError("needs a CUDA GPU")
+
+    fake = types.SimpleNamespace(HELP="fails", EXAMPLES="  benchkit failing\n", add_arguments=lambda p: None, run=run)
+    monkeypatch.setattr(cli, "_command_modules", lambda: {"failing": fake})
+    assert cli.main(["failing"]) == 2
+    assert capsys.readouterr().err.strip() == "benchkit failing: error: needs a CUDA GPU"
