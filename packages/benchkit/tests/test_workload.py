@@ -1,0 +1,116 @@
+"""The measured workload, model FLOPs and the ``benchkit model`` subcommand on tiny settings."""
+
+import json
+
+import pytest
+import torch
+
+from benchkit.cli import main
+from benchkit.flops import matmul_parameters, model_flops, peak_flops
+from benchkit.model import model_config
+from benchkit.timing import PhaseTimer
+from benchkit.workload import PHASES, Workload, measure
+
+
+def test_model_flops_by_hand():
+    config = model_config("tiny", context_length=32)
+    # tiny: d 64, d_ff 256, 2 layers, vocab 10000. N excludes the embedding table:
+    # 2*(4*64*64 + 3*64*256 + 2*64) + 64 + 64*10000 = 771_392.
+    assert matmul_parameters(config) == 771_392
+    forward = 2 * 3 * 32 * (2 * 771_392 + 4 * 2 * 64 * 32)  # batch 3, 32 tokens each
+    assert model_flops(config, 3, 32, backward=False) == forward
+    assert model_flops(config, 3, 32, backward=True) == 3 * forward
+    with pytest.raises(ValueError, match="seq_len"):
+        model_flops(config, 1, 33, backward=True)
+
+
+def test_peak_flops_lookup():
+    assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == pytest.approx(989.4e12)
+    assert peak_flops("NVIDIA H100 PCIe", "fp16") == pytest.approx(756e12)
+    assert peak_flops("NVIDIA H100 80GB HBM3", "fp32") == pytest.approx(66.9e12)
+    assert peak_flops("NVIDIA H100 80GB HBM3", "fp32", float32_matmul_precision="high") == pytest.approx(494.7e12)
+    assert peak_flops("Some Other GPU", "bf16") is None
+    with pytest.raises(ValueError, match="precision"):
+        peak_flops("NVIDIA H100 80GB HBM3", "int8")
+
+
+class StepClock:
+    """A fake clock advancing by the given durations, two readings per timed phase."""
+
+    def __init__(self, durations):
+        self.readings, now = [], 0.0
+        for duration in durations:
+            self.readings += [now, now + duration]
+            now += duration + 1.0
+
+    def __call__(self):
+        return self.readings.pop(0)
+
+
+def test_measure_skips_warmup_and_sums_phases_per_step():
+    workload = Workload(model_config("tiny", 8), batch_size=1, device="cpu")
+    phases = PHASES["train-step"]
+    warmup, steps = 2, 3
+    durations = [0.5] * (warmup * len(phases)) + [0.1 * (i + 1) for i in range(steps * len(phases))]
+    stats = measure(workload, "train-step", warmup=warmup, steps=steps, timer=PhaseTimer("cpu", clock=StepClock(durations)))
+    assert list(stats) == [*phases, "step"]
+    timed = durations[warmup * len(phases):]
+    per_step = [sum(timed[3 * i : 3 * i + 3]) for i in range(steps)]
+    assert stats["forward"].mean == pytest.approx((0.1 + 0.4 + 0.7) / 3)
+    assert stats["step"].median == pytest.approx(per_step[1]) and stats["step"].max == pytest.approx(per_step[2])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_train_step_updates_the_parameters_in_every_precision(precision):
+    workload = Workload(model_config("tiny", 16), batch_size=2, device="cpu", precision=precision)
+    before = [p.detach().clone() for p in workload.model.parameters()]
+    losses = [workload.step("train-step", PhaseTimer("cpu")) for _ in range(3)]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    changed = [not torch.equal(a, p) for a, p in zip(before, workload.model.parameters())]
+    # fp16: GradScaler may skip the first step(s) on overflow, but three steps move every parameter.
+    assert all(changed)
+    assert workload.scaler.is_enabled() == (precision == "fp16")
+
+
+def test_forward_mode_keeps_no_graph_and_no_gradients():
+    workload = Workload(model_config("tiny", 8), batch_size=1, device="cpu")
+    workload.step("forward", PhaseTimer("cpu"))
+    assert all(p.grad is None for p in workload.model.parameters())
+    workload.step("forward-backward", PhaseTimer("cpu"))
+    assert all(p.grad is not None for p in workload.model.parameters())
+
+
+def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
+    code = main([
+        "model", "--size", "tiny", "--context-length", "16", "--batch-size", "2", "--mode", "forward", "train-step",
+        "--precision", "fp32", "bf16", "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", str(tmp_path), "--csv",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "step_ms" in out and "train-step" in out and str(tmp_path / "model.json") in out
+    document = json.loads((tmp_path / "model.json").read_text())
+    assert document["environment"]["torch"] == torch.__version__
+    rows = document["rows"]
+    assert [(r["mode"], r["precision"]) for r in rows] == [
+        ("forward", "fp32"), ("forward", "bf16"), ("train-step", "fp32"), ("train-step", "bf16")]
+    for row in rows:
+        assert row["status"] == "ok" and row["mfu"] is None  # no MFU on a CPU
+        assert list(row["phases"]) == list(PHASES[row["mode"]])
+        step = row["step"]
+        assert 0 < step["min"] <= step["median"] <= step["max"] and step["std"] >= 0
+        assert row["tokens_per_s"] == pytest.approx(2 * 16 / step["mean"])
+        assert row["parameters"] == 1_411_392  # 771_392 + the 640_000-entry embedding table
+    assert (tmp_path / "model.csv").read_text().count("\n") == 5
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_gpu_request_on_a_cpu_machine_is_a_clear_error(tmp_path, capsys):
+    assert main(["model", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "benchkit model: error: --device cuda was requested but no CUDA GPU is visible on this machine")
+
+
+def test_bad_arguments_get_argparse_errors(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["model", "--steps", "0"])
+    assert exit_info.value.code == 2 and "--steps" in capsys.readouterr().err
