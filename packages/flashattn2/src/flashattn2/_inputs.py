@@ -1,0 +1,103 @@
+"""Checks on the arguments of every public entry point, and the (B, H, N, D) view the kernels take.
+
+Bad input raises a ``TypeError`` or ``ValueError`` that names the argument and the
+expected form, before any kernel runs: never a wrong answer, never a crash inside
+a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from flashattn2._triton_common import interpreting
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The largest head dimension the kernels tile: Q, K and V tiles of 256 columns
+# still fit in the shared memory of current GPUs with 64-row tiles.
+MAX_HEAD_DIM = 256
+# Triton's tensor-core path for fp16/bf16 needs compute capability 8.0 (Ampere) or newer.
+MIN_CUDA_CAPABILITY = (8, 0)
+
+_SHAPES = "q (B, Nq, D) with k, v (B, Nk, D), or q (B, H, Nq, D) with k, v (B, Hkv, Nk, D)"
+
+
+def check_attention_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float | None = None
+) -> float:
+    """Validate q, k, v (and the optional scale); return the softmax scale to use (default ``1/sqrt(D)``)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if q.dim() not in (3, 4):
+        raise ValueError(f"q must have 3 or 4 dimensions ({_SHAPES}); got q.shape={tuple(q.shape)}")
+    for name, x in (("k", k), ("v", v)):
+        if x.dim() != q.dim():
+            raise ValueError(
+                f"{name} must have as many dimensions as q ({_SHAPES}); "
+                f"got q.shape={tuple(q.shape)}, {name}.shape={tuple(x.shape)}"
+            )
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape; got k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)}")
+    head_dim = q.shape[-1]
+    if k.shape[-1] != head_dim:
+        raise ValueError(
+            f"q and k must have the same head dimension D (last dim); got q.shape={tuple(q.shape)}, "
+            f"k.shape={tuple(k.shape)}"
+        )
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise ValueError(f"head dimension D = q.shape[-1] must be in 1..{MAX_HEAD_DIM}; got {head_dim}")
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(
+            f"q and k must have the same batch size (dim 0); got q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}"
+        )
+    if q.dim() == 4:
+        heads, kv_heads = q.shape[1], k.shape[1]
+        if kv_heads == 0 and heads != 0 or kv_heads and heads % kv_heads:
+            raise ValueError(
+                f"the number of k/v heads (k.shape[1] = {kv_heads}) must divide the number of query heads "
+                f"(q.shape[1] = {heads}) for grouped-query attention"
+            )
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"q.dtype must be torch.float16, torch.bfloat16 or torch.float32; got {q.dtype}")
+    for name, x in (("k", k), ("v", v)):
+        if x.dtype != q.dtype:
+            raise TypeError(f"q, k and v must have the same dtype; got q.dtype={q.dtype}, {name}.dtype={x.dtype}")
+        if x.device != q.device:
+            raise ValueError(
+                f"q, k and v must be on the same device; got q.device={q.device}, {name}.device={x.device}"
+            )
+    if softmax_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"softmax_scale must be a real number or None; got {type(softmax_scale).__name__}")
+    if not math.isfinite(softmax_scale):
+        raise ValueError(f"softmax_scale must be finite; got {softmax_scale}")
+    return float(softmax_scale)
+
+
+def check_triton_device(device: torch.device) -> None:
+    """Raise ``ValueError`` unless the Triton kernels can run on ``device``."""
+    if device.type == "cpu":
+        if not interpreting():
+            raise ValueError(
+                "the Triton backend runs CPU tensors only through Triton's interpreter: set TRITON_INTERPRET=1 "
+                "before importing flashattn2, or use backend='pytorch'"
+            )
+        return
+    if device.type != "cuda":
+        raise ValueError(f"the Triton backend needs CUDA (or CPU with TRITON_INTERPRET=1) tensors; got {device}")
+    if torch.version.hip is None and torch.cuda.get_device_capability(device) < MIN_CUDA_CAPABILITY:
+        major, minor = torch.cuda.get_device_capability(device)
+        raise ValueError(
+            f"the Triton backend needs a CUDA GPU of compute capability >= 8.0; {device} has {major}.{minor}: "
+            "use backend='pytorch'"
+        )
+
+
+def with_head_dim(x: torch.Tensor, has_heads: bool) -> torch.Tensor:
+    """The kernels' layout: a tensor of the (B, N, D) layout (``has_heads=False``) gets a head
+    dimension of size 1, (B, N, D) -> (B, 1, N, D) and L's (B, N) -> (B, 1, N), as a view."""
+    return x if has_heads else x.unsqueeze(1)

@@ -1,0 +1,89 @@
+"""Pieces shared by the Triton forward and backward kernels.
+
+- :func:`interpreting`: whether Triton runs kernels through its CPU interpreter
+  (``TRITON_INTERPRET=1``), which is how CI exercises the real kernels;
+- :func:`dot_mode`: how a kernel must multiply tiles of a given dtype;
+- :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use;
+- :func:`head_dim_block`: the padded head dimension the kernels tile with;
+- :func:`configs_for`: one small tile configuration under the interpreter, the
+  GPU autotuning list otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# log2(e): the kernels compute exp(x) as exp2(x * log2(e)) (exp2 is the native
+# instruction on NVIDIA GPUs) and fold this factor into the softmax scale.
+LOG2_E = 1.4426950408889634
+LOG2_E_IN_KERNEL = tl.constexpr(LOG2_E)  # the same, usable inside @triton.jit functions
+
+# Values of the ``DOT_MODE`` constexpr.
+DOT_NATIVE = 0  # fp16/bf16 operands, fp32 accumulation: the tensor-core path
+DOT_IEEE_FP32 = 1  # fp32 operands multiplied in full fp32 (no tf32 rounding)
+DOT_UPCAST_FP32 = 2  # operands converted to fp32 first (interpreter, bf16; see dot_mode)
+
+# The smallest inner dimension tl.dot accepts is 16.
+MIN_DOT_DIM = 16
+
+
+def interpreting() -> bool:
+    """True when Triton kernels run through the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def dot_mode(dtype: torch.dtype) -> int:
+    """How the kernels multiply tiles of ``dtype``.
+
+    fp32 uses IEEE fp32 products: Triton's default for fp32 is tf32, about 1e-3
+    relative error, far worse than the fp32 PyTorch attention a user compares with.
+
+    Triton 3.9's interpreter computes ``tl.dot`` on bf16 operands wrongly (checked
+    on 2026-11-22: errors of 1e10 on a 16x16 product of randn inputs, while fp16 and
+    fp32 are exact), so under the interpreter bf16 tiles are converted to fp32 just
+    before each product. The conversion is exact, so the kernel still rounds where
+    it does on a GPU (P is rounded to bf16 before P @ V); only the accumulation
+    order differs.
+    """
+    if dtype == torch.float32:
+        return DOT_IEEE_FP32
+    if dtype == torch.bfloat16 and interpreting():
+        return DOT_UPCAST_FP32
+    return DOT_NATIVE
+
+
+@triton.jit
+def tile_dot(a, b, DOT_MODE: tl.constexpr):
+    """``a @ b`` with fp32 accumulation; ``DOT_MODE`` is one of the ``DOT_*`` values."""
+    if DOT_MODE == 1:
+        return tl.dot(a, b, input_precision="ieee")
+    elif DOT_MODE == 2:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    else:
+        return tl.dot(a, b)
+
+
+def head_dim_block(head_dim: int) -> int:
+    """Head dimension rounded up to a power of two and at least 16 (tile shapes must be powers of two)."""
+    return max(MIN_DOT_DIM, triton.next_power_of_2(head_dim))
+
+
+def seq_len_bucket(n: int) -> int:
+    """Autotuning key for a sequence length: the next power of two, so that each
+    length does not trigger a new tuning run."""
+    return triton.next_power_of_2(max(n, 1))
+
+
+def configs_for(gpu_configs: list[triton.Config], interpreter_config: triton.Config) -> list[triton.Config]:
+    """The configurations handed to ``triton.autotune``.
+
+    With a single configuration ``triton.autotune`` runs it without benchmarking
+    (Triton 3.6 and 3.9 both check ``len(configs) > 1``), which is what the CPU
+    interpreter needs: benchmarking there would run every configuration several
+    times at interpreter speed.
+    """
+    return [interpreter_config] if interpreting() else gpu_configs

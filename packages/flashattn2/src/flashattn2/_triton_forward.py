@@ -1,0 +1,213 @@
+"""FlashAttention-2 forward pass in Triton: the kernel and its launcher.
+
+One program computes one tile of ``BLOCK_M`` query rows of one (batch, head): it
+streams key/value tiles of ``BLOCK_N`` rows through on-chip memory, keeps the
+running row maximum ``m`` and row sum ``l`` of the softmax (online softmax, FA2
+paper Algorithm 1, Dao 2023, arXiv:2307.08691) and writes the output tile once,
+together with the row logsumexp ``L`` that the backward pass needs.
+
+Scores are kept in base 2: ``s2 = (q . k) * scale * log2(e)``, so that
+``exp(scale * q . k - c) = exp2(s2 - c * log2(e))``; ``L`` is converted back to the
+natural log when stored.
+
+Causal masking (bottom-right aligned: query ``i`` sees key ``j`` iff
+``j <= i + Nk - Nq``) splits the key loop in two: key tiles that every row of the
+query tile sees in full run without any mask; the tiles crossing the diagonal
+(and the ragged last tile) run with masks; tiles above the diagonal are never
+visited. Programs are numbered so that the query tiles with the most work start
+first, which shortens the tail of the launch.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from flashattn2._triton_common import (
+    LOG2_E,
+    configs_for,
+    dot_mode,
+    head_dim_block,
+    seq_len_bucket,
+    tile_dot,
+)
+
+# Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
+# tutorial's search space (BLOCK_M 64/128, BLOCK_N 32..128, 4 or 8 warps, 2..4
+# stages); _prune_forward_configs drops those too large for wide heads.
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    for bm, bn, w, s in [
+        (128, 64, 4, 3),
+        (128, 64, 8, 3),
+        (128, 128, 8, 3),
+        (128, 128, 8, 2),
+        (128, 32, 4, 3),
+        (64, 64, 4, 3),
+        (64, 32, 4, 2),
+    ]
+]
+# Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
+# still span several tiles, ragged last tiles and diagonal tiles.
+_INTERPRETER_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)
+
+
+def _prune_forward_configs(configs, named_args, **kwargs):
+    """Keep tiles whose Q, K and V blocks fit comfortably in shared memory for this head size."""
+    block_d = {**named_args, **kwargs}["BLOCK_D"]
+    # 128 x 128 elements per operand tile is the largest that fit with two or more
+    # pipeline stages in the 228 KB of shared memory of an H100 SM.
+    kept = [c for c in configs if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) * block_d <= 128 * 128]
+    return kept or configs[-1:]
+
+
+@triton.jit
+def _forward_tile(
+    acc, m_i, l_i, q,
+    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+    start_n, offs_m, offs_d, N_K, qk_scale_log2,
+    KV_SHIFT,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+):
+    """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+    if MASKED:
+        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
+        k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
+    elif HEAD_DIM < BLOCK_D:
+        k = tl.load(k_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+        v = tl.load(v_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+    else:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
+    if MASKED:
+        visible = offs_n[None, :] < N_K
+        if CAUSAL:
+            visible = visible & (offs_n[None, :] <= offs_m[:, None] + KV_SHIFT)
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if MASKED:
+        # A row that has seen no visible key yet keeps m = -inf; subtracting 0
+        # instead keeps exp2 at exp2(-inf) = 0 rather than exp2(nan).
+        m_new = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tile_dot(p.to(v.dtype), v, DOT_MODE)
+    return acc, m_new, l_i
+
+
+@triton.autotune(
+    configs=configs_for(_GPU_CONFIGS, _INTERPRETER_CONFIG),
+    key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
+    prune_configs_by={"early_config_prune": _prune_forward_configs},
+)
+@triton.jit
+def _forward_kernel(
+    Q, K, V, O, LSE,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    stride_lb, stride_lh, stride_ln,
+    qk_scale_log2,
+    H, KV_GROUP, N_Q, N_K, SEQ_BUCKET,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    num_m = tl.cdiv(N_Q, BLOCK_M)
+    # Causal: the last query tiles see the most keys; start them first.
+    pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    h_kv = h // KV_GROUP  # grouped-query attention: KV_GROUP query heads share one k/v head
+    m0 = pid_m * BLOCK_M
+    kv_shift = N_K - N_Q  # bottom-right causal alignment: query i sees keys j <= i + kv_shift
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=(offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    k_base = K + b * stride_kb + h_kv * stride_kh
+    v_base = V + b * stride_vb + h_kv * stride_vh
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    if CAUSAL:
+        # Keys every row of this tile sees: j <= m0 + kv_shift (and j < N_K).
+        unmasked_end = tl.maximum(tl.minimum(N_K, m0 + kv_shift + 1), 0)
+        end = tl.maximum(tl.minimum(N_K, m0 + BLOCK_M + kv_shift), 0)
+    else:
+        unmasked_end = N_K
+        end = N_K
+    unmasked_end = (unmasked_end // BLOCK_N) * BLOCK_N
+
+    for start_n in range(0, unmasked_end, BLOCK_N):
+        acc, m_i, l_i = _forward_tile(
+            acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE,
+        )
+    for start_n in range(unmasked_end, end, BLOCK_N):
+        acc, m_i, l_i = _forward_tile(
+            acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE,
+        )
+
+    # Rows that saw no key at all (causal with Nq > Nk, or Nk == 0) get O = 0 and L = -inf.
+    # (Written as l != 0 so that a NaN row sum stays NaN in O and L.)
+    seen = l_i != 0.0
+    l_safe = tl.where(seen, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    # m_i is in base-2 units; ln(2) = 0.6931471805599453 converts it to the natural log.
+    lse = tl.where(seen, m_i * 0.6931471805599453 + tl.log(l_safe), float("-inf"))
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=(offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM))
+    lse_ptrs = LSE + b * stride_lb + h * stride_lh + offs_m * stride_ln
+    tl.store(lse_ptrs, lse, mask=offs_m < N_Q)
+
+
+def triton_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention forward with the Triton kernel.
+
+    Arguments:
+        q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)`` with ``H % Hkv == 0``; any
+            strides; fp16, bf16 or fp32 (all three the same), already validated.
+        causal: bottom-right aligned causal mask.
+        softmax_scale: multiplies ``q . k`` before the softmax.
+
+    Returns:
+        ``(O, L)``: O ``(B, H, Nq, D)`` contiguous in q's dtype; L ``(B, H, Nq)``
+        float32, the natural-log logsumexp of each row's scaled scores (``-inf``
+        for a row that sees no key).
+    """
+    batch, heads, n_q, head_dim = q.shape
+    kv_heads, n_k = k.shape[1], k.shape[2]
+    o = torch.empty((batch, heads, n_q, head_dim), dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse
+
+    def grid(meta):
+        return (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads)
+
+    _forward_kernel[grid](
+        q, k, v, o, lse,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse.stride(),
+        softmax_scale * LOG2_E,
+        heads, heads // kv_heads, n_q, n_k, seq_len_bucket(max(n_q, n_k)),
+        HEAD_DIM=head_dim, BLOCK_D=head_dim_block(head_dim), CAUSAL=causal, DOT_MODE=dot_mode(q.dtype),
+    )
+    return o, lse
