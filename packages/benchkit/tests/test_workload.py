@@ -17,7 +17,7 @@ def test_model_flops_by_hand():
     # tiny: d 64, d_ff 256, 2 layers, vocab 10000. N excludes the embedding table:
     # 2*(4*64*64 + 3*64*256 + 2*64) + 64 + 64*10000 = 771_392.
     assert matmul_parameters(config) == 771_392
-    forward = 2 * 3 * 32 * (2 * 771_392 + 4 * 2 * 64 * 32)  # batch 3, 32 tokens each
+    forward = 3 * 32 * (2 * 771_392 + 4 * 2 * 64 * 32)  # batch 3, 32 tokens each
     assert model_flops(config, 3, 32, backward=False) == forward
     assert model_flops(config, 3, 32, backward=True) == 3 * forward
     with pytest.raises(ValueError, match="seq_len"):
