@@ -36,7 +36,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
 import numpy
 import torch
 
-__all__ = ["add_output_arguments", "environment", "format_table", "progress", "write_results"]
+__all__ = ["add_output_arguments", "environment", "format_table", "options_for_json", "progress", "write_results"]
 
 T = TypeVar("T")
 
@@ -103,6 +103,12 @@ def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = 
         help=f"folder for the result files (default: benchkit-results/{name})",
     )
     parser.add_argument("--csv", action="store_true", help="also write the rows as CSV")
+
+
+def options_for_json(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options of a subcommand, for ``write_results(meta=...)``
+    (argparse's private entries such as the handler are left out)."""
+    return {k: v for k, v in vars(args).items() if not k.startswith("_")}
 
 
 def _to_jsonable(value: Any) -> Any:

@@ -47,6 +47,8 @@ __all__ = [
     "default_sizes",
     "free_memory",
     "measure",
+    "non_negative_int",
+    "positive_int",
     "resolve_device",
 ]
 
@@ -90,10 +92,10 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> N
         help="named model size (default: tiny on CPU, small on GPU)",
     )
     parser.add_argument(
-        "--context-length", type=int, default=[256] if sweep else 256, metavar="T", **many,
+        "--context-length", type=positive_int, default=[256] if sweep else 256, metavar="T", **many,
         help="tokens per sequence (default: 256)",
     )
-    parser.add_argument("--batch-size", type=int, default=4, metavar="B", help="sequences per step (default: 4)")
+    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B", help="sequences per step (default: 4)")
     parser.add_argument(
         "--precision", choices=PRECISIONS, default=["fp32"] if sweep else "fp32", **many,
         help="fp32, bf16 autocast, or fp16 autocast with loss scaling (default: fp32)",
@@ -101,6 +103,22 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> N
     parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa", help="attention backend (default: sdpa)")
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (e.g. ``--warmup``)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (e.g. ``--steps``, ``--batch-size``)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
 
 
 def default_sizes(device: torch.device) -> list[str]:

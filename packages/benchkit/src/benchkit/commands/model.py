@@ -19,8 +19,18 @@ import torch
 
 from benchkit.flops import model_flops, peak_flops
 from benchkit.model import model_config, parameter_count
-from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
-from benchkit.workload import MODES, PHASES, Workload, add_workload_arguments, default_sizes, free_memory, measure, resolve_device
+from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.workload import (
+    MODES,
+    Workload,
+    add_workload_arguments,
+    default_sizes,
+    free_memory,
+    measure,
+    non_negative_int,
+    positive_int,
+    resolve_device,
+)
 
 HELP = "time forward / backward / optimizer phases of the reference Transformer"
 EXAMPLES = """\
@@ -34,23 +44,9 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, sweep=True)
     parser.add_argument("--mode", choices=MODES, nargs="+", default=["train-step"], help="what one step runs (default: train-step)")
-    parser.add_argument("--warmup", type=_non_negative, default=5, help="untimed steps before measuring (default: 5)")
-    parser.add_argument("--steps", type=_positive, default=10, help="timed steps (default: 10)")
+    parser.add_argument("--warmup", type=non_negative_int, default=5, help="untimed steps before measuring (default: 5)")
+    parser.add_argument("--steps", type=positive_int, default=10, help="timed steps (default: 10)")
     add_output_arguments(parser)
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 def benchmark(
@@ -136,11 +132,7 @@ def run(args: argparse.Namespace) -> int:
           f"{args.warmup} warm-up + {args.steps} timed steps; attention {args.attention}"
           f"{'; torch.compile' if args.compile else ''}")
     print(format_table(table_rows(rows)))
-    path = write_results(args.out, "model", rows, meta=vars_for_json(args), csv=args.csv)
+    path = write_results(args.out, "model", rows, meta=options_for_json(args), csv=args.csv)
     print(f"results: {path}")
     return 0
 
-
-def vars_for_json(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed options, without argparse's private entries."""
-    return {k: v for k, v in vars(args).items() if not k.startswith("_")}

@@ -1,0 +1,56 @@
+"""``benchkit profile`` on a tiny CPU model: trace, per-phase attribution, matmul counts."""
+
+import json
+
+import pytest
+
+from benchkit.cli import main
+from benchkit.commands.profile import is_matmul
+
+
+@pytest.mark.parametrize(
+    ("name", "matmul"),
+    [
+        ("aten::mm", True),
+        ("aten::addmm", True),
+        ("aten::bmm", True),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", True),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNN", True),
+        ("ampere_sgemm_128x64_tn", True),
+        ("triton_tem_fused_mm_0", True),
+        ("MmBackward0", False),  # the autograd node, whose own time is bookkeeping
+        ("aten::mul", False),
+        ("fmha_cutlassF_f32_aligned_64x64_rf_sm80", False),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>>", False),
+        ("triton_poi_fused_add_mul_0", False),
+    ],
+)
+def test_matmul_classification(name, matmul):
+    assert is_matmul(name) == matmul
+
+
+def test_profile_command_attributes_operators_to_phases(tmp_path, capsys):
+    steps, layers = 2, 2  # the tiny model has 2 layers
+    code = main(["profile", "--size", "tiny", "--context-length", "16", "--batch-size", "2", "--device", "cpu",
+                 "--warmup", "1", "--steps", str(steps), "--top", "5", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    for phase in ("forward", "backward", "optimizer"):
+        assert f"{phase}: top 5 CPU operators" in out
+
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    ranges = [e for e in trace["traceEvents"] if e.get("name") in ("forward", "backward", "optimizer")]
+    assert len(ranges) == 3 * steps  # only the measured steps are profiled
+
+    document = json.loads((tmp_path / "profile.json").read_text())
+    rows = document["rows"]
+    assert {r["phase"] for r in rows} == {"forward", "backward", "optimizer"}
+    mm = {r["phase"]: r for r in rows if r["name"] == "aten::mm"}
+    # Each layer runs 5 linear layers (qkv, out, w1, w2, w3), plus the LM head; on a CPU
+    # each is one aten::mm forward and two in backward (input and weight gradients).
+    assert mm["forward"]["count"] == steps * (5 * layers + 1) and mm["forward"]["matmul"]
+    assert mm["backward"]["count"] == 2 * steps * (5 * layers + 1)
+    assert "optimizer" not in mm
+    summary = {s["phase"]: s for s in document["meta"]["summary"]}
+    assert summary["optimizer"]["matmul_pct"] == 0 and 0 < summary["forward"]["matmul_pct"] < 100
+    assert all(s["ms_per_step"] > 0 for s in summary.values())
