@@ -1,0 +1,184 @@
+"""``flash_attention``: layouts, backends, errors, edge cases, determinism, torch.compile, the module."""
+
+import math
+
+import pytest
+import torch
+
+import flashattn2
+from flashattn2 import FlashAttention2PyTorch, FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2.api import resolve_backend
+from flashattn2.testing import assert_attention_matches_reference, naive_attention_float64
+
+BACKENDS = [pytest.param("triton", marks=pytest.mark.triton_kernels), "pytorch"]
+
+
+def _with(backend, **kwargs):
+    return lambda q, k, v, causal: flash_attention(q, k, v, causal=causal, backend=backend, **kwargs)
+
+
+def test_public_api():
+    assert set(flashattn2.__all__) == {
+        "__version__", "flash_attention", "FlashAttention2Triton", "FlashAttention2PyTorch", "FlashSelfAttention"
+    }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_views_of_one_packed_qkv_tensor(backend):
+    # (B, N, 3 * H, D) from one projection, split into q, k, v views with strides.
+    packed = torch.randn(2, 21, 3 * 2, 24)
+    q, k, v = packed.transpose(1, 2).chunk(3, dim=1)
+    assert not any(x.is_contiguous() for x in (q, k, v))
+    assert_attention_matches_reference(_with(backend), q, k, v, causal=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_custom_softmax_scale(backend):
+    q, k, v = torch.randn(1, 2, 17, 16), torch.randn(1, 2, 23, 16), torch.randn(1, 2, 23, 16)
+    assert_attention_matches_reference(_with(backend, softmax_scale=0.9), q, k, v, softmax_scale=0.9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_of_a_non_contiguous_output_gradient(backend):
+    # out.sum() back-propagates an expanded (stride 0) gradient; a transposed one has odd strides.
+    q, k, v = (torch.randn(1, 2, 18, 16) for _ in range(3))
+    grad_out = torch.randn(1, 2, 16, 18).transpose(-1, -2)
+    assert_attention_matches_reference(_with(backend), q, k, v, causal=True, grad_out=grad_out)
+    assert_attention_matches_reference(_with(backend), q, k, v, grad_out=torch.ones(1, 1, 1, 1).expand(q.shape))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "q_shape, kv_shape",
+    [((2, 0, 16), (2, 5, 16)), ((2, 2, 0, 16), (2, 1, 0, 16)), ((0, 2, 4, 16), (0, 2, 4, 16)), ((1, 3, 16), (1, 0, 16))],
+    ids=["no-queries", "no-queries-no-keys", "no-batch", "no-keys"],
+)
+def test_empty_sequences(backend, q_shape, kv_shape):
+    q = torch.randn(q_shape, requires_grad=True)
+    k = torch.randn(kv_shape, requires_grad=True)
+    v = torch.randn(kv_shape, requires_grad=True)
+    out = flash_attention(q, k, v, causal=True, backend=backend)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert torch.equal(out, torch.zeros(q.shape))  # no keys: every query's output is 0 (as in the reference)
+    assert torch.equal(out, naive_attention_float64(q, k, v, causal=True)[0].float())
+    out.sum().backward()
+    for x in (q, k, v):
+        assert x.grad.shape == x.shape and torch.equal(x.grad, torch.zeros(x.shape))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_and_inf_propagate(backend):
+    q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))
+    q[0, 0, 3, 5] = float("nan")  # one query row
+    q[..., 2] = q[..., 2].abs()
+    k[0, 0, 17, 2] = float("inf")  # one key scoring +inf: every query that sees it (causal: rows >= 17) gets NaN
+    out = flash_attention(q, k, v, causal=True, backend=backend)
+    ref = naive_attention_float64(q, k, v, causal=True)[0]
+    assert torch.equal(out.isnan(), ref.isnan())
+    assert out[0, 0, 3].isnan().all() and out[0, 0, 17:].isnan().all()
+    finite_rows = [i for i in range(20) if i != 3 and i < 17]
+    assert out[0, 0, finite_rows].isfinite().all()
+
+
+@pytest.mark.triton_kernels
+def test_triton_gradients_are_bitwise_deterministic():
+    q = torch.randn(1, 4, 37, 40, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, 2, 45, 40, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, 2, 45, 40, dtype=torch.bfloat16, requires_grad=True)
+    grad_out = torch.randn(1, 4, 37, 40, dtype=torch.bfloat16)
+    runs = []
+    for _ in range(2):
+        out = FlashAttention2Triton.apply(q, k, v, True)
+        runs.append((out, *torch.autograd.grad(out, (q, k, v), grad_out)))
+    for first, second in zip(*runs):
+        assert torch.equal(first, second)
+
+
+def test_backend_resolution(monkeypatch):
+    cpu = torch.device("cpu")
+    assert resolve_backend("pytorch", cpu) == "pytorch"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert resolve_backend("auto", cpu) == "triton"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert resolve_backend("auto", cpu) == "pytorch"
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        resolve_backend("triton", cpu)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        resolve_backend("cuda", cpu)
+    with pytest.raises(ValueError, match="needs CUDA"):
+        resolve_backend("triton", torch.device("meta"))
+
+
+def test_torch_compile_fullgraph_has_no_graph_break():
+    # aot_eager: Dynamo and AOTAutograd trace forward and backward graphs (graph
+    # breaks would fail fullgraph=True) without Inductor's slow CPU codegen.
+    model = FlashSelfAttention(embed_dim=32, num_heads=4, num_kv_heads=2, causal=True)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 11, 32, requires_grad=True)
+    out = compiled(x)
+    out.sum().backward()
+    grad_compiled = x.grad.clone()
+    x.grad = None
+    eager = model(x)
+    eager.sum().backward()
+    torch.testing.assert_close(out, eager)
+    torch.testing.assert_close(grad_compiled, x.grad)
+
+
+def test_module_matches_naive_attention_with_its_weights():
+    model = FlashSelfAttention(embed_dim=48, num_heads=3, num_kv_heads=1, causal=True, bias=True).double().float()
+    x = torch.randn(2, 9, 48)
+    qkv = model.qkv(x).view(2, 9, 5, 16).transpose(1, 2)
+    q, k, v = qkv[:, :3], qkv[:, 3:4], qkv[:, 4:5]
+    o = naive_attention_float64(q, k, v, causal=True)[0].float()
+    expected = model.out(o.transpose(1, 2).reshape(2, 9, 48))
+    torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_module_rejects_bad_head_counts():
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        FlashSelfAttention(embed_dim=50, num_heads=4)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        FlashSelfAttention(embed_dim=48, num_heads=4, num_kv_heads=3)
+
+
+def _qkv(q_shape=(2, 4, 8, 16), kv_shape=(2, 4, 8, 16), dtype=torch.float32):
+    return torch.randn(q_shape, dtype=dtype), torch.randn(kv_shape, dtype=dtype), torch.randn(kv_shape, dtype=dtype)
+
+
+ERRORS = {
+    "q-rank": (lambda: (torch.randn(8, 16), *_qkv()[1:]), ValueError, "q must have 3 or 4 dimensions"),
+    "k-rank": (lambda: (_qkv()[0], torch.randn(2, 8, 16), _qkv()[2]), ValueError, "k must have as many dimensions"),
+    "kv-shape": (lambda: (*_qkv()[:2], torch.randn(2, 4, 9, 16)), ValueError, "k and v must have the same shape"),
+    "head-dim": (lambda: _qkv(kv_shape=(2, 4, 8, 32)), ValueError, "same head dimension"),
+    "head-dim-too-big": (lambda: _qkv((1, 1, 4, 320), (1, 1, 4, 320)), ValueError, r"must be in 1\.\.256; got 320"),
+    "batch": (lambda: _qkv(kv_shape=(3, 4, 8, 16)), ValueError, "same batch size"),
+    "kv-heads": (lambda: _qkv(kv_shape=(2, 3, 8, 16)), ValueError, r"k/v heads \(k.shape\[1\] = 3\) must divide"),
+    "dtype": (lambda: _qkv(dtype=torch.float64), TypeError, "q.dtype must be torch.float16, torch.bfloat16"),
+    "mixed-dtypes": (lambda: (*_qkv()[:2], _qkv()[2].half()), TypeError, "same dtype"),
+    "not-a-tensor": (lambda: (_qkv()[0], _qkv()[1].numpy(), _qkv()[2]), TypeError, "k must be a torch.Tensor"),
+    "devices": (lambda: (*_qkv()[:2], torch.empty(2, 4, 8, 16, device="meta")), ValueError, "same device"),
+}
+
+
+@pytest.mark.parametrize("make_inputs, error, message", ERRORS.values(), ids=ERRORS.keys())
+def test_bad_inputs_raise_clear_errors(make_inputs, error, message):
+    q, k, v = make_inputs()
+    with pytest.raises(error, match=message):
+        flash_attention(q, k, v)
+    with pytest.raises(error, match=message):
+        FlashAttention2PyTorch.apply(q, k, v, False)
+
+
+def test_bad_options_raise_clear_errors():
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        flash_attention(q, k, v, causal=1)
+    with pytest.raises(TypeError, match="is_causal must be a bool"):
+        FlashAttention2PyTorch.apply(q, k, v, "yes")
+    with pytest.raises(TypeError, match="softmax_scale must be a real number"):
+        flash_attention(q, k, v, softmax_scale="0.1")
+    with pytest.raises(ValueError, match="softmax_scale must be finite"):
+        flash_attention(q, k, v, softmax_scale=math.inf)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        flash_attention(q, k, v, backend="cudnn")
