@@ -14,7 +14,7 @@ pytestmark = pytest.mark.distributed
 def _sum_of_ranks(rank, world_size, offset):
     x = torch.tensor([float(rank + offset)])
     dist.all_reduce(x)
-    return (rank, world_size, x.item(), os.environ["MASTER_PORT"])
+    return (rank, world_size, x.item(), os.environ["MASTER_PORT"], x)
 
 
 def _rank_one_raises(rank, world_size):
@@ -37,6 +37,7 @@ def test_results_in_rank_order(world_size):
     expected = sum(range(world_size)) + offset * world_size
     assert [o[0] for o in out] == list(range(world_size))
     assert all(o[1] == world_size and o[2] == expected for o in out)
+    assert all(torch.equal(o[4], torch.tensor([float(expected)])) for o in out)  # tensors come back by value
     assert len({o[3] for o in out}) == 1
 
 

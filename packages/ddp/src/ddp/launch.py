@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import socket
 import time
@@ -83,7 +84,9 @@ def _run_rank(
             value = fn(rank, world_size, *args)
         finally:
             dist.destroy_process_group()
-        results.put((rank, True, value))
+        # Pickled here, by value: torch's multiprocessing queue would otherwise pass
+        # tensors as shared-memory handles, which die with this process.
+        results.put((rank, True, pickle.dumps(value)))
     except BaseException:  # noqa: BLE001 - every failure must reach the parent
         results.put((rank, False, traceback.format_exc()))
 
@@ -101,7 +104,8 @@ def spawn(
     Arguments:
         fn: a module-level (picklable) function. It runs after
             ``torch.distributed.init_process_group`` and before
-            ``destroy_process_group``; its return value must be picklable.
+            ``destroy_process_group``; its return value must be picklable
+            (tensors come back by value).
         world_size: number of processes, >= 1.
         args: extra positional arguments passed to every rank.
         backend: ``"gloo"`` (CPU tensors) or ``"nccl"`` (rank ``r`` uses
@@ -171,7 +175,7 @@ def spawn(
                     )
                 continue
             if ok:
-                values[rank] = payload
+                values[rank] = pickle.loads(payload)
             else:
                 failures[rank] = payload
                 break  # the other ranks are likely blocked in a collective with this one

@@ -1,0 +1,256 @@
+"""The contract every data-parallel wrapper in this package shares.
+
+A wrapper keeps one full copy of the model on each rank; each rank runs forward
+and backward on its own slice of the batch; ``finish_gradient_synchronization()``
+then replaces every trainable parameter's gradient by its average over the ranks,
+so that ``optimizer.step()`` takes the same step everywhere. The wrappers differ
+only in *how* and *when* they all-reduce (see :mod:`ddp.naive`, :mod:`ddp.flat`,
+:mod:`ddp.overlap`, :mod:`ddp.bucketed`); everything else lives here:
+
+- construction checks that every rank wraps the same architecture, then
+  broadcasts all parameters (frozen ones too) and buffers from rank 0;
+- ``.module``, ``forward``, ``parameters()`` and ``named_parameters()`` are the
+  wrapped module's;
+- a post-accumulate-grad hook on every trainable parameter tells the wrapper that
+  the parameter's gradient for this backward pass is complete;
+- ``no_sync()`` for gradient accumulation; bf16 gradient compression.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ddp.errors import GradientSyncError
+
+__all__ = ["DataParallel"]
+
+# Gradients of these dtypes travel as bfloat16 when compression is on; narrower
+# dtypes (bf16 itself, fp16) are sent as they are.
+_COMPRESSIBLE_DTYPES = (torch.float32, torch.float64)
+
+# The structure check prints at most this many lines of this rank's parameter list.
+_MAX_SIGNATURE_LINES = 20
+
+
+class DataParallel(nn.Module):
+    """Base class of the data-parallel wrappers; use a subclass.
+
+    Arguments:
+        module: the model, already on this rank's device (``cuda:<local rank>``
+            for NCCL, CPU for gloo). Wrap a module once; move it before wrapping.
+        process_group: the group whose ranks share the batch; ``None`` means the
+            default group, which must be initialized.
+        compress_bf16: if ``True``, float32/float64 gradients are all-reduced as
+            bfloat16 (half the bytes of float32 on the wire) and converted back
+            before averaging, so ``.grad`` keeps its dtype. The sum is then only as
+            precise as bfloat16 (8 significant bits). Default ``False``.
+
+    Raises:
+        TypeError: ``module`` is not an ``nn.Module`` or ``compress_bf16`` not a bool.
+        RuntimeError: ``torch.distributed`` has no initialized default group.
+        ValueError: the module has no trainable parameter, is already wrapped, or
+            its parameters/buffers (names, shapes, dtypes, requires_grad) differ
+            between ranks.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        *,
+        process_group: dist.ProcessGroup | None = None,
+        compress_bf16: bool = False,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"{name}: module must be a torch.nn.Module, got {type(module).__name__}")
+        if not isinstance(compress_bf16, bool):
+            raise TypeError(f"{name}: compress_bf16 must be True or False, got {compress_bf16!r}")
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                f"{name} needs an initialized process group: call "
+                "torch.distributed.init_process_group(...) first, or start the ranks with "
+                "torchrun or ddp.launch.spawn"
+            )
+        if getattr(module, "_ddp_wrapped", False):
+            raise ValueError(
+                f"{name}: this module is already wrapped (its gradient hooks are registered); "
+                "wrap each module once"
+            )
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise ValueError(f"{name}: module has no parameter with requires_grad=True; nothing to synchronize")
+
+        self.module = module
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        self.world_size = dist.get_world_size(self.process_group)
+        self.rank = dist.get_rank(self.process_group)
+        self.compress_bf16 = compress_bf16
+        # Unique trainable tensors in registration order: named_parameters() yields a
+        # tied (shared) weight once, under its first name.
+        self._param_names = [n for n, _ in named]
+        self._params = [p for _, p in named]
+        self._device = self._params[0].device
+
+        self._check_same_structure()
+        self._broadcast_from_rank0()
+
+        self._sync_enabled = True
+        self._backward_seen = False
+        for index, param in enumerate(self._params):
+            param.register_post_accumulate_grad_hook(functools.partial(self._grad_hook, index))
+        module._ddp_wrapped = True
+
+    # -- the module's face -------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        """Runs the wrapped module: ``self.module(*args, **kwargs)``."""
+        return self.module(*args, **kwargs)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        """The wrapped module's ``named_parameters`` (no ``module.`` prefix); ``parameters()`` follows."""
+        return self.module.named_parameters(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
+
+    # -- synchronization ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside this context accumulate gradients locally, without communicating.
+
+        The next ``finish_gradient_synchronization()`` (after a backward pass
+        outside the context) averages everything accumulated since the last one.
+
+        Example::
+
+            for micro_batch in micro_batches[:-1]:
+                with model.no_sync():
+                    (loss_fn(model(micro_batch)) / k).backward()
+            (loss_fn(model(micro_batches[-1])) / k).backward()
+            model.finish_gradient_synchronization()
+        """
+        previous = self._sync_enabled
+        self._sync_enabled = False
+        try:
+            yield
+        finally:
+            self._sync_enabled = previous
+
+    def finish_gradient_synchronization(self) -> None:
+        """Average every trainable parameter's gradient over the ranks (sum, then divide).
+
+        Call it after ``loss.backward()`` and before ``optimizer.step()``, on
+        every rank. When it returns, each trainable parameter has a ``.grad``
+        equal on all ranks. A parameter that got no gradient on some rank
+        contributes zeros from that rank; if no rank produced a gradient for it,
+        its ``.grad`` is all zeros (not ``None``).
+
+        Raises:
+            GradientSyncError: called inside ``no_sync()``; no backward pass
+                produced a gradient on this rank since the last synchronization;
+                or an all-reduce failed or timed out (the message names the
+                gradients still pending).
+        """
+        if not self._sync_enabled:
+            raise GradientSyncError(
+                "finish_gradient_synchronization() was called inside no_sync(); call it after the "
+                "last backward pass, outside the context"
+            )
+        if not self._backward_seen:
+            raise GradientSyncError(
+                "finish_gradient_synchronization() was called, but no backward pass produced a "
+                "gradient for any trainable parameter on this rank since the last synchronization; "
+                "call loss.backward() first"
+            )
+        self._backward_seen = False
+        self._synchronize()
+
+    def _grad_hook(self, index: int, param: torch.Tensor) -> None:
+        self._backward_seen = True
+        if self._sync_enabled:
+            self._on_grad_ready(index)
+
+    def _on_grad_ready(self, index: int) -> None:
+        """Called when ``self._params[index].grad`` is complete for this backward pass (outside no_sync)."""
+
+    def _synchronize(self) -> None:
+        """All-reduce and average the gradients of ``self._params``; subclasses implement it."""
+        raise NotImplementedError
+
+    # -- helpers for the subclasses ----------------------------------------------
+
+    def _grad_or_zeros(self, index: int) -> torch.Tensor:
+        """The parameter's ``.grad``, set to zeros first if backward produced none on this rank."""
+        param = self._params[index]
+        if param.grad is None:
+            param.grad = torch.zeros_like(param)
+        return param.grad
+
+    def _wire_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype in which gradients of ``dtype`` are all-reduced."""
+        return torch.bfloat16 if self.compress_bf16 and dtype in _COMPRESSIBLE_DTYPES else dtype
+
+    def _wire_tensor(self, grad: torch.Tensor) -> torch.Tensor:
+        """``grad`` itself if it can be all-reduced in place, else a contiguous copy in the wire dtype."""
+        wire_dtype = self._wire_dtype(grad.dtype)
+        if wire_dtype == grad.dtype and grad.is_contiguous():
+            return grad
+        return grad.to(dtype=wire_dtype, memory_format=torch.contiguous_format)
+
+    def _average_into(self, grad: torch.Tensor, summed: torch.Tensor) -> None:
+        """``grad <- summed / world_size``; ``summed`` is ``grad`` itself or its wire copy."""
+        if summed is not grad:
+            grad.copy_(summed)
+        grad.div_(self.world_size)  # gloo has no AVG reduction: sum, then divide
+
+    # -- construction ------------------------------------------------------------
+
+    def _structure_signature(self) -> str:
+        lines = [
+            f"parameter {n} shape={tuple(p.shape)} dtype={p.dtype} requires_grad={p.requires_grad}"
+            for n, p in self.module.named_parameters()
+        ]
+        lines += [f"buffer {n} shape={tuple(b.shape)} dtype={b.dtype}" for n, b in self.module.named_buffers()]
+        return "\n".join(lines)
+
+    def _check_same_structure(self) -> None:
+        """Compare a hash of the parameter/buffer list across ranks, before any broadcast could hang."""
+        signature = self._structure_signature()
+        digest = int.from_bytes(hashlib.sha256(signature.encode()).digest()[:8], "little", signed=True)
+        mine = torch.tensor([digest], dtype=torch.int64, device=self._device)
+        everyone = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(everyone, mine, group=self.process_group)
+        digests = [int(t.item()) for t in everyone]
+        if len(set(digests)) == 1:
+            return
+        groups: dict[int, list[int]] = {}
+        for rank, value in enumerate(digests):
+            groups.setdefault(value, []).append(rank)
+        lines = signature.splitlines()
+        shown = "\n".join(lines[:_MAX_SIGNATURE_LINES])
+        more = f"\n... ({len(lines) - _MAX_SIGNATURE_LINES} more lines)" if len(lines) > _MAX_SIGNATURE_LINES else ""
+        raise ValueError(
+            f"{type(self).__name__}: module parameters or buffers (names, shapes, dtypes, "
+            f"requires_grad) differ across ranks; ranks with identical structure: "
+            f"{sorted(groups.values())}. This rank ({self.rank}) has:\n{shown}{more}"
+        )
+
+    @torch.no_grad()
+    def _broadcast_from_rank0(self) -> None:
+        tensors = list(self.module.parameters()) + list(self.module.buffers())
+        for tensor in tensors:
+            data = tensor.detach()
+            staging = data if data.is_contiguous() else data.contiguous()
+            dist.broadcast(staging, group_src=0, group=self.process_group)
+            if staging is not data:
+                data.copy_(staging)
+
+    def extra_repr(self) -> str:
+        return f"world_size={self.world_size}, compress_bf16={self.compress_bf16}"
+

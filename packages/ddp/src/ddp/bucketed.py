@@ -1,0 +1,189 @@
+"""BucketedDDP: gradients grouped into buckets whose all-reduces overlap with backward."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+from ddp.base import DataParallel
+from ddp.ordering import InOrderLauncher
+
+__all__ = ["BucketedDDP", "assign_buckets"]
+
+# bucket_size_mb counts mebibytes, as torch.nn.parallel.DistributedDataParallel's
+# bucket_cap_mb does (its default, 25, is ours too).
+_BYTES_PER_MB = 2**20
+
+
+def assign_buckets(params: Sequence[torch.Tensor], bucket_size_mb: float | None) -> list[list[int]]:
+    """Group parameter indices into buckets, in reverse order of ``params``.
+
+    Walking ``params`` from last to first (backward produces the gradients of the
+    last layers first), a parameter joins the current bucket if it has the same
+    dtype and device and the bucket stays within ``bucket_size_mb`` MiB;
+    otherwise it starts a new bucket. A parameter larger than the cap therefore
+    gets a bucket of its own. ``bucket_size_mb=None`` puts every parameter of one
+    (dtype, device) run into a single bucket.
+
+    Arguments:
+        params: the tensors, in registration order.
+        bucket_size_mb: the cap in MiB (2**20 bytes), > 0, or ``None`` for no cap.
+
+    Returns:
+        ``buckets[k]`` = indices into ``params`` of bucket ``k``'s members;
+        bucket 0 holds the last parameter.
+    """
+    cap_bytes = math.inf if bucket_size_mb is None else bucket_size_mb * _BYTES_PER_MB
+    buckets: list[list[int]] = []
+    bucket_bytes = 0
+    bucket_kind = None
+    for index in reversed(range(len(params))):
+        param = params[index]
+        size = param.numel() * param.element_size()
+        kind = (param.dtype, param.device)
+        if buckets and kind == bucket_kind and bucket_bytes + size <= cap_bytes:
+            buckets[-1].append(index)
+            bucket_bytes += size
+        else:
+            buckets.append([index])
+            bucket_bytes = size
+            bucket_kind = kind
+    return buckets
+
+
+@dataclass
+class _Bucket:
+    members: list[int]  # parameter indices
+    buffer: torch.Tensor  # flat, the members' dtype; the members' .grad are views into it
+    views: list[torch.Tensor]  # views[j] is members[j]'s gradient inside buffer
+    wire: torch.Tensor | None  # a bfloat16 twin of buffer when compressing, else None
+
+
+class BucketedDDP(DataParallel):
+    """Overlapped all-reduce of gradient buckets, with gradients living in the buckets.
+
+    Trainable parameters are grouped, in reverse registration order, into buckets
+    of at most ``bucket_size_mb`` MiB with one dtype and device each (see
+    :func:`assign_buckets`). Each bucket owns one flat buffer, and each
+    parameter's ``.grad`` becomes a view into it, so a bucket is all-reduced
+    in place without flattening or copying back. When backward has finished every
+    gradient of a bucket (post-accumulate-grad hooks), the bucket's asynchronous
+    all-reduce starts, while backward continues on earlier layers. Buckets are
+    launched strictly in index order on every rank (see :mod:`ddp.ordering`).
+    ``finish_gradient_synchronization()`` launches buckets still waiting (a
+    parameter without a gradient on this rank contributes zeros), waits, and
+    divides by the world size.
+
+    Few large buckets pay little message latency but start late (the first
+    bucket waits for its last gradient); many small ones start early but pay
+    latency per message. The 25 MiB default is PyTorch DDP's.
+
+    When ``.grad`` is not the bucket view (the first step, or after
+    ``optimizer.zero_grad()`` with its default ``set_to_none=True``, backward
+    allocates a fresh gradient), it is copied into the bucket once and ``.grad``
+    is pointed at the view. ``optimizer.zero_grad(set_to_none=False)`` keeps the
+    views and avoids that copy. As in :class:`ddp.OverlapDDP`, run exactly one
+    backward pass per synchronized step (earlier micro-batches inside
+    ``no_sync()``).
+
+    Arguments:
+        module: the model, on this rank's device (see :class:`ddp.DataParallel`).
+            Do not move it after wrapping: the buckets stay where they were made.
+        bucket_size_mb: bucket cap in MiB (2**20 bytes), a positive number, or
+            ``None`` for one bucket per (dtype, device). Default 25.0.
+        process_group: the group to average over; ``None`` is the default group.
+        compress_bf16: all-reduce float32/float64 buckets as bfloat16 through a
+            bfloat16 twin buffer (default ``False``).
+
+    Raises:
+        TypeError / ValueError: ``bucket_size_mb`` is not ``None`` or a positive
+            finite number; plus those of :class:`ddp.DataParallel`.
+
+    Example::
+
+        import torch
+        from ddp import BucketedDDP
+
+        # in each rank, after torch.distributed.init_process_group("gloo")
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        model = BucketedDDP(net, bucket_size_mb=25.0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step in range(3):
+            optimizer.zero_grad(set_to_none=False)   # keeps .grad as bucket views
+            model(torch.randn(4, 8)).square().mean().backward()
+            model.finish_gradient_synchronization()
+            optimizer.step()
+    """
+
+    def __init__(
+        self,
+        module,
+        bucket_size_mb: float | None = 25.0,
+        *,
+        process_group=None,
+        compress_bf16=False,
+    ) -> None:
+        if bucket_size_mb is not None:
+            if isinstance(bucket_size_mb, bool) or not isinstance(bucket_size_mb, (int, float)):
+                raise TypeError(
+                    f"BucketedDDP: bucket_size_mb must be a number of MiB or None, got {bucket_size_mb!r}"
+                )
+            if not (math.isfinite(bucket_size_mb) and bucket_size_mb > 0):
+                raise ValueError(
+                    f"BucketedDDP: bucket_size_mb must be > 0 and finite (or None for one bucket), "
+                    f"got {bucket_size_mb!r}"
+                )
+        super().__init__(module, process_group=process_group, compress_bf16=compress_bf16)
+        self.bucket_size_mb = bucket_size_mb
+        self._buckets = [self._make_bucket(members) for members in assign_buckets(self._params, bucket_size_mb)]
+        units = [bucket.members for bucket in self._buckets]
+        self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
+
+    @property
+    def bucket_members(self) -> list[list[str]]:
+        """The parameter names of each bucket, in launch order."""
+        return [[self._param_names[i] for i in bucket.members] for bucket in self._buckets]
+
+    def _make_bucket(self, members: list[int]) -> _Bucket:
+        params = [self._params[i] for i in members]
+        buffer = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
+        views, offset = [], 0
+        for param in params:
+            views.append(buffer[offset : offset + param.numel()].view_as(param))
+            offset += param.numel()
+        wire_dtype = self._wire_dtype(buffer.dtype)
+        wire = None if wire_dtype == buffer.dtype else torch.empty_like(buffer, dtype=wire_dtype)
+        return _Bucket(members, buffer, views, wire)
+
+    def _on_grad_ready(self, index: int) -> None:
+        self._launcher.mark_ready(index)
+
+    def _synchronize(self) -> None:
+        self._launcher.finish()
+
+    @torch.no_grad()
+    def _launch(self, unit: int) -> dist.Work:
+        bucket = self._buckets[unit]
+        for index, view in zip(bucket.members, bucket.views):
+            param = self._params[index]
+            if param.grad is view:
+                continue
+            if param.grad is None:
+                view.zero_()  # no gradient on this rank: contribute zeros
+            else:
+                view.copy_(param.grad)
+            param.grad = view
+        send = bucket.buffer if bucket.wire is None else bucket.wire.copy_(bucket.buffer)
+        return dist.all_reduce(send, group=self.process_group, async_op=True)
+
+    @torch.no_grad()
+    def _complete(self, unit: int) -> None:
+        bucket = self._buckets[unit]
+        self._average_into(bucket.buffer, bucket.buffer if bucket.wire is None else bucket.wire)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, bucket_size_mb={self.bucket_size_mb}, buckets={len(self._buckets)}"
