@@ -94,15 +94,16 @@ def make_batches(seed: int, world_size: int, micro_batches: int) -> list[tuple[t
     """STEPS batches of world_size * micro_batches * SAMPLES_PER_RANK samples.
 
     Feature 0 decides who uses ``AwkwardNet.sometimes`` (> 1). Step 0: only the
-    first sample (rank 0's first micro-batch); step 1: nobody; step 2: only the
-    last sample (the last rank's last micro-batch); step 3: random.
+    first sample (rank 0's first micro-batch); step 1: only the last sample (the
+    last rank's last micro-batch); step 2: nobody, right after zero_grad(set_to_none=True)
+    (a stale gradient from step 1 must not leak in); step 3: random.
     """
     gen = torch.Generator().manual_seed(seed)
     size = world_size * micro_batches * SAMPLES_PER_RANK
     batches = []
     for step in range(STEPS):
         x = torch.randn(size, IN, generator=gen)
-        chosen = {0: [0], 1: [], 2: [size - 1]}
+        chosen = {0: [0], 1: [size - 1], 2: []}
         if step in chosen:
             x[:, 0] = -1.0
             x[chosen[step], 0] = 2.0
