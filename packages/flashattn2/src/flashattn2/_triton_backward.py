@@ -35,13 +35,15 @@ from flashattn2._triton_common import (
     dot_mode,
     head_dim_block,
     interpreting,
+    prune_to_fit,
     seq_len_bucket,
     tile_dot,
 )
 
 # Tile shapes tried on a GPU. dK/dV programs keep a wide key tile resident and
 # stream narrow query tiles past it, dQ programs the reverse (the split of the
-# Triton fused-attention tutorial's backward: 32x128 and 128x32 tiles).
+# Triton fused-attention tutorial's backward: 32x128 and 128x32 tiles). The
+# first of each list is the default without autotuning.
 _DKDV_GPU_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
     for bm, bn, w, s in [
@@ -51,6 +53,7 @@ _DKDV_GPU_CONFIGS = [
         (64, 64, 4, 3),
         (32, 64, 4, 3),
         (16, 64, 4, 2),
+        (16, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
     ]
 ]
 _DQ_GPU_CONFIGS = [
@@ -62,6 +65,7 @@ _DQ_GPU_CONFIGS = [
         (64, 64, 4, 3),
         (64, 32, 4, 3),
         (64, 16, 4, 2),
+        (32, 16, 4, 1),  # the smallest: wide fp32 heads (D = 256)
     ]
 ]
 # Under the interpreter: 16x16 tiles, so that the tests' small sequences span
@@ -71,12 +75,14 @@ _INTERPRETER_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4,
 _DELTA_BLOCK_ROWS = 16 if interpreting() else 128
 
 
-def _prune_backward_configs(configs, named_args, **kwargs):
-    """Keep tiles whose operand blocks fit in shared memory for this head size."""
-    block_d = {**named_args, **kwargs}["BLOCK_D"]
-    # See _triton_forward._prune_forward_configs: 128 x 128 elements per operand tile at most.
-    kept = [c for c in configs if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) * block_d <= 128 * 128]
-    return kept or configs[-1:]
+def _prune_dkdv_configs(configs, named_args, **kwargs):
+    # A program keeps its K and V tiles and streams one Q and one dO tile per stage.
+    return prune_to_fit(configs, named_args, kwargs, lambda c: (2 * c.kwargs["BLOCK_N"], 2 * c.kwargs["BLOCK_M"]))
+
+
+def _prune_dq_configs(configs, named_args, **kwargs):
+    # A program keeps its Q and dO tiles and streams one K and one V tile per stage.
+    return prune_to_fit(configs, named_args, kwargs, lambda c: (2 * c.kwargs["BLOCK_M"], 2 * c.kwargs["BLOCK_N"]))
 
 
 @triton.jit
@@ -148,7 +154,7 @@ def _dkdv_tile(
 @triton.autotune(
     configs=configs_for(_DKDV_GPU_CONFIGS, _INTERPRETER_CONFIG),
     key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
-    prune_configs_by={"early_config_prune": _prune_backward_configs},
+    prune_configs_by={"early_config_prune": _prune_dkdv_configs},
 )
 @triton.jit
 def _dkdv_kernel(
@@ -271,7 +277,7 @@ def _dq_tile(
 @triton.autotune(
     configs=configs_for(_DQ_GPU_CONFIGS, _INTERPRETER_CONFIG),
     key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
-    prune_configs_by={"early_config_prune": _prune_backward_configs},
+    prune_configs_by={"early_config_prune": _prune_dq_configs},
 )
 @triton.jit
 def _dq_kernel(

@@ -6,7 +6,8 @@
 - :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use;
 - :func:`head_dim_block`: the padded head dimension the kernels tile with;
 - :func:`configs_for`: one small tile configuration under the interpreter, the
-  GPU autotuning list otherwise.
+  GPU autotuning list otherwise; :func:`prune_to_fit` drops tiles too large for
+  shared memory.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ def seq_len_bucket(n: int) -> int:
     return triton.next_power_of_2(max(n, 1))
 
 
+def autotuning() -> bool:
+    """False when ``FLASHATTN2_AUTOTUNE=0``: each kernel then runs the first GPU
+    configuration of its list that fits, without tuning (a few compilations
+    instead of dozens; the GPU test suite runs so). Read at each new tuning key."""
+    return os.environ.get("FLASHATTN2_AUTOTUNE", "1") != "0"
+
+
 def configs_for(gpu_configs: list[triton.Config], interpreter_config: triton.Config) -> list[triton.Config]:
     """The configurations handed to ``triton.autotune``.
 
@@ -87,3 +95,27 @@ def configs_for(gpu_configs: list[triton.Config], interpreter_config: triton.Con
     times at interpreter speed.
     """
     return [interpreter_config] if interpreting() else gpu_configs
+
+
+# Shared memory one block may use on Hopper (H100/H200): 227 KB (CUDA C++
+# Programming Guide, compute capability 9.0). The estimate below ignores
+# Triton's own scratch space (layout conversions, barriers), hence the margin.
+SHARED_MEMORY_BUDGET = 200 * 1024
+
+
+def prune_to_fit(configs, named_args, kwargs, rows) -> list[triton.Config]:
+    """``early_config_prune`` body: keep the configurations whose tiles fit in shared memory.
+
+    ``rows(config) -> (resident_rows, streamed_rows)``: rows of ``BLOCK_D`` elements
+    a program keeps for its whole life, and rows it loads per pipeline stage. With
+    ``FLASHATTN2_AUTOTUNE=0`` only the first fitting configuration is kept.
+    """
+    args = {**named_args, **kwargs}
+    row_bytes = args["BLOCK_D"] * args["Q"].element_size()
+
+    def estimate(config):
+        resident, streamed = rows(config)
+        return row_bytes * (resident + streamed * max(config.num_stages, 1))
+
+    kept = [c for c in configs if estimate(c) <= SHARED_MEMORY_BUDGET] or [min(configs, key=estimate)]
+    return kept if autotuning() else kept[:1]

@@ -29,13 +29,15 @@ from flashattn2._triton_common import (
     configs_for,
     dot_mode,
     head_dim_block,
+    prune_to_fit,
     seq_len_bucket,
     tile_dot,
 )
 
 # Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
 # tutorial's search space (BLOCK_M 64/128, BLOCK_N 32..128, 4 or 8 warps, 2..4
-# stages); _prune_forward_configs drops those too large for wide heads.
+# stages); the first is the default without autotuning; prune_to_fit drops
+# those too large for wide heads.
 _GPU_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
     for bm, bn, w, s in [
@@ -46,6 +48,7 @@ _GPU_CONFIGS = [
         (128, 32, 4, 3),
         (64, 64, 4, 3),
         (64, 32, 4, 2),
+        (32, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
     ]
 ]
 # Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
@@ -54,12 +57,10 @@ _INTERPRETER_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4,
 
 
 def _prune_forward_configs(configs, named_args, **kwargs):
-    """Keep tiles whose Q, K and V blocks fit comfortably in shared memory for this head size."""
-    block_d = {**named_args, **kwargs}["BLOCK_D"]
-    # 128 x 128 elements per operand tile is the largest that fit with two or more
-    # pipeline stages in the 228 KB of shared memory of an H100 SM.
-    kept = [c for c in configs if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) * block_d <= 128 * 128]
-    return kept or configs[-1:]
+    # A program keeps its Q tile and streams one K and one V tile per stage.
+    return prune_to_fit(
+        configs, named_args, kwargs, lambda c: (c.kwargs["BLOCK_M"], 2 * c.kwargs["BLOCK_N"])
+    )
 
 
 @triton.jit

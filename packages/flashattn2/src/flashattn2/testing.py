@@ -99,12 +99,12 @@ def naive_attention_float64(
     causal: bool = False,
     softmax_scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`naive_attention` computed in float64 on the CPU from copies of the inputs: the reference.
+    """:func:`naive_attention` computed in float64 from copies of the inputs, on their device: the reference.
 
-    The returned tensors are float64 on the CPU and carry gradients to the
-    float64 copies only, never to the given tensors.
+    The returned tensors are float64 and carry gradients to the float64 copies
+    only, never to the given tensors.
     """
-    q64, k64, v64 = (x.detach().to("cpu", torch.float64) for x in (q, k, v))
+    q64, k64, v64 = (x.detach().to(torch.float64) for x in (q, k, v))
     return naive_attention(q64, k64, v64, causal=causal, softmax_scale=softmax_scale)
 
 
@@ -143,7 +143,7 @@ def error_bound(baseline: torch.Tensor, reference: torch.Tensor, max_abs_logit: 
 def max_abs_logit(q: torch.Tensor, k: torch.Tensor, softmax_scale: float | None = None) -> float:
     """The largest finite ``|scale * q . k|`` over all query/key pairs, computed in float64 (shapes as in
     :func:`naive_attention`)."""
-    q, k = (x.detach().to("cpu", torch.float64) for x in (q, k))
+    q, k = (x.detach().to(torch.float64) for x in (q, k))
     scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale
     if q.dim() == 4 and k.shape[1] != q.shape[1]:
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
@@ -215,7 +215,7 @@ def assert_attention_matches_reference(
         g = grad_out.to(device=o.device, dtype=o.dtype)
         return (o, *torch.autograd.grad(o, inputs, g, allow_unused=True))
 
-    reference = run_naive([x.detach().to("cpu", torch.float64) for x in (q, k, v)])
+    reference = run_naive([x.detach().to(torch.float64) for x in (q, k, v)])
     baseline = run_naive([q, k, v])
     logit = max_abs_logit(q, k, softmax_scale)
     for name, actual, ref, base in zip(("O", "dq", "dk", "dv"), (out, *grads), reference, baseline):

@@ -1,0 +1,116 @@
+"""GPU checks at realistic sizes (marker ``gpu``; skipped without CUDA).
+
+Run on the GPU machine with::
+
+    FLASHATTN2_AUTOTUNE=0 PYTHONPATH=packages/flashattn2/src python -m pytest packages/flashattn2/tests -m gpu
+
+(``FLASHATTN2_AUTOTUNE=0`` runs each kernel's default tile configuration instead
+of tuning every (head dim, dtype, causal) combination; the benchmark script
+checks the tuned configurations.)
+"""
+
+import pytest
+import torch
+
+from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2.testing import assert_attention_matches_reference
+
+pytestmark = pytest.mark.gpu
+
+
+def _inputs(q_shape, kv_shape, dtype):
+    return tuple(torch.randn(shape, device="cuda", dtype=dtype) for shape in (q_shape, kv_shape, kv_shape))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_matches_float64_reference(dtype, head_dim, causal):
+    # Odd lengths, Nq != Nk (bottom-right causal), grouped-query heads.
+    q, k, v = _inputs((2, 4, 1000, head_dim), (2, 2, 1531, head_dim), dtype)
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
+
+
+@pytest.mark.parametrize("head_dim", [16, 40, 80, 96, 160, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_head_dims_that_need_padding_or_small_tiles(head_dim, dtype):
+    q, k, v = _inputs((1, 2, 777, head_dim), (1, 2, 777, head_dim), dtype)
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_matches_float64_reference_at_16k(causal):
+    q, k, v = _inputs((1, 2, 16384, 64), (1, 2, 16384, 64), torch.bfloat16)
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
+
+
+def test_views_of_a_packed_qkv_tensor():
+    packed = torch.randn(2, 2048, 3 * 8, 64, device="cuda", dtype=torch.bfloat16)
+    q, k, v = packed.transpose(1, 2).chunk(3, dim=1)
+    assert_attention_matches_reference(
+        lambda q, k, v, c: flash_attention(q, k, v, causal=c), q, k, v, causal=True
+    )
+
+
+def test_gradients_are_bitwise_deterministic():
+    q, k, v = _inputs((2, 16, 4096, 64), (2, 4, 4096, 64), torch.bfloat16)
+    grad_out = torch.randn_like(q)
+    runs = []
+    for _ in range(3):
+        q_, k_, v_ = (x.clone().requires_grad_(True) for x in (q, k, v))
+        out = FlashAttention2Triton.apply(q_, k_, v_, True)
+        runs.append((out, *torch.autograd.grad(out, (q_, k_, v_), grad_out)))
+    for results in zip(*runs):
+        assert all(torch.equal(results[0], other) for other in results[1:])
+
+
+def test_torch_compile_fullgraph_inductor():
+    torch._dynamo.reset()
+    model = FlashSelfAttention(embed_dim=512, num_heads=8, num_kv_heads=2, causal=True).cuda().bfloat16()
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(2, 1024, 512, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = compiled(x)
+    out.float().square().sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    eager = model(x)
+    eager.float().square().sum().backward()
+    torch.testing.assert_close(out, eager, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(grad, x.grad, rtol=2e-2, atol=2e-2)
+
+
+def _extra_memory_of_forward_backward(n: int, heads: int = 16, head_dim: int = 64) -> int:
+    """Peak bytes allocated during a causal forward + backward, above the inputs and dO."""
+    q, k, v = (torch.randn(1, heads, n, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    grad_out = torch.randn_like(q)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = flash_attention(q, k, v, causal=True)
+    torch.autograd.grad(out, (q, k, v), grad_out)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def test_long_sequence_memory_is_linear_in_n():
+    heads, head_dim = 16, 64
+    extra = {n: _extra_memory_of_forward_backward(n, heads, head_dim) for n in (32768, 65536, 131072)}
+    # What must exist per token: O, dq, dk, dv (bf16, 2 bytes) and L, Delta (fp32, 4 bytes), for each head.
+    needed_per_token = heads * (4 * head_dim * 2 + 2 * 4)
+    for n, used in extra.items():
+        assert used <= 1.5 * needed_per_token * n, (n, used)
+    assert 1.8 <= extra[131072] / extra[65536] <= 2.2, extra
+
+
+def test_benchmark_forward_backward_headline_shape(benchmark):
+    """pytest-benchmark: causal forward + backward, B=1, H=16, N=16384, D=64, bf16 (numbers only, no assertion)."""
+    q, k, v = (torch.randn(1, 16, 16384, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    grad_out = torch.randn_like(q)
+
+    def step():
+        torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), grad_out)
+        torch.cuda.synchronize()
+
+    benchmark(step)
