@@ -1,0 +1,76 @@
+"""benchkit precision: sums match an independent numpy accumulation, autocast dtypes are what
+PyTorch documents, and the command writes its files."""
+
+import json
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchkit.cli import main
+from benchkit.commands.precision import accumulation_rows, autocast_rows, step_time_rows
+
+
+def numpy_sum(value, count, accumulator, addend):
+    """Sequential sum with numpy scalars: each addition rounded to the accumulator's dtype."""
+    acc_type, add_type = np.dtype(accumulator).type, np.dtype(addend).type
+    total, term = acc_type(0), acc_type(add_type(value))
+    for _ in range(count):
+        total = acc_type(total + term)
+    return float(total)
+
+
+def test_accumulation_matches_numpy_and_reports_exact_errors():
+    value, count = 0.0625, random.randint(200, 2000)
+    while Fraction(float(np.float16(value))) == Fraction(str(value)):  # want a value fp16 must round
+        value = round(random.uniform(0.001, 0.1), 4)
+    rows = {(r["accumulator"], r["addend"]): r for r in accumulation_rows(value, count)}
+    exact = count * Fraction(str(value))
+    for (acc, add), dtypes in {("fp64", "fp64"): ("float64", "float64"), ("fp32", "fp32"): ("float32", "float32"),
+                               ("fp16", "fp16"): ("float16", "float16"),
+                               ("fp32", "fp16"): ("float32", "float16")}.items():
+        row = rows[acc, add]
+        assert row["sum"] == numpy_sum(value, count, *dtypes)
+        assert row["exact"] == float(exact)
+        assert row["abs_error"] == pytest.approx(float(abs(Fraction(row["sum"]) - exact)))
+    # Mixed precision's point: an fp32 accumulator of fp16 addends beats an fp16 accumulator.
+    assert rows["fp32", "fp16"]["abs_error"] < rows["fp16", "fp16"]["abs_error"]
+    assert rows["fp32", "fp32"]["abs_error"] < rows["fp16", "fp16"]["abs_error"]
+
+
+def test_bf16_sum_of_small_addends_stalls():
+    row = next(r for r in accumulation_rows(0.01, 1000) if r["accumulator"] == "bf16")
+    # bf16 keeps 8 significant bits: at 4 the spacing is 2**-5, half of it exceeds 0.01.
+    assert row["sum"] == 4.0 and row["exact"] == 10.0
+
+
+def test_autocast_dtypes_on_cpu():
+    rows = autocast_rows(torch.device("cpu"))
+    for name, low in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        by_tensor = {r["tensor"]: r for r in rows if r["autocast"] == name}
+        with torch.autocast("cpu", dtype=low):  # what layer_norm gives directly, outside any module
+            layer_norm_dtype = F.layer_norm(torch.randn(2, 10, dtype=low), (10,)).dtype
+        short = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+        assert by_tensor["fc1 (Linear) output"]["dtype"] == short[low]
+        assert by_tensor["fc1 (Linear) output"]["note"] == "parameters fp32"
+        assert by_tensor["ln (LayerNorm) output"]["dtype"] == short[layer_norm_dtype]
+        assert by_tensor["loss (cross_entropy)"]["dtype"] == "fp32"
+        assert by_tensor["parameter gradients"]["dtype"] == "fp32"
+
+
+def test_step_time_rows_and_command_files(tmp_path):
+    rows = step_time_rows(["tiny"], ["fp32", "bf16"], context_length=16, batch_size=2, warmup=0, steps=1,
+                          device=torch.device("cpu"))
+    assert [(r["size"], r["precision"]) for r in rows] == [("tiny", "fp32"), ("tiny", "bf16")]
+    assert all(isinstance(r["step_ms"], float) and r["step_ms"] > 0 for r in rows)
+
+    out = tmp_path / "prec"
+    assert main(["precision", "--device", "cpu", "--count", "50", "--size", "tiny", "--context-length", "16",
+                 "--batch-size", "2", "--warmup", "0", "--steps", "1", "--out", str(out)]) == 0
+    for name in ("precision_accumulation", "precision_autocast", "precision_step_time"):
+        document = json.loads((out / f"{name}.json").read_text())
+        assert document["rows"] and "environment" in document
+    assert (out / "precision_step_time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
