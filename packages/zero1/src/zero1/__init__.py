@@ -1,5 +1,25 @@
-"""trainsys-zero1."""
+"""trainsys-zero1: ZeRO stage 1, an optimizer wrapper that shards optimizer state across data-parallel ranks.
+
+Example::
+
+    import torch
+    from zero1 import ShardedOptimizer
+
+    # on every rank, after torch.distributed.init_process_group(...)
+    optimizer = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-3)
+"""
 
 from zero1.__about__ import __version__
+from zero1.checkpoint import merge_sharded_state_dicts
+from zero1.memory import MemoryPrediction, predict_memory
+from zero1.optimizer import ShardedOptimizer
+from zero1.partition import partition_parameters
 
-__all__ = ["__version__"]
+__all__ = [
+    "ShardedOptimizer",
+    "merge_sharded_state_dicts",
+    "partition_parameters",
+    "predict_memory",
+    "MemoryPrediction",
+    "__version__",
+]

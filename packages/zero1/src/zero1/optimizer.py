@@ -1,0 +1,358 @@
+"""ZeRO stage 1: each rank keeps optimizer state for, and updates, only its share of the parameters.
+
+ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+Parameter Models", SC 2020) stage 1 partitions the optimizer state across the
+data-parallel ranks. Gradients are still complete on every rank (a data-parallel
+wrapper has all-reduced them), so each rank runs the wrapped optimizer's own
+update on the parameters it owns and then sends the new values to the others.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.optim import Optimizer
+
+from zero1.broadcast import BROADCAST_MODES, ParameterBroadcaster
+from zero1.checkpoint import SHARD_KEY, merge_sharded_state_dicts
+from zero1.partition import partition_parameters
+
+__all__ = ["ShardedOptimizer"]
+
+# Group entries that describe the parameters themselves rather than options of the update.
+_PARAM_KEYS = ("params", "param_names")
+
+
+class ShardedOptimizer(Optimizer):
+    r"""Wraps any per-parameter optimizer so that its state is sharded across ranks (ZeRO-1).
+
+    Every parameter is owned by exactly one rank of ``process_group``
+    (:func:`zero1.partition_parameters`: largest first onto the least-loaded rank,
+    by element count, identical on every rank). Each rank builds ``optimizer_cls``
+    over the parameters it owns only, so the state of the other parameters is never
+    allocated: with AdamW (two tensors per parameter, like the parameter) a rank
+    holds ``2 * (P / N + largest parameter)`` elements of state instead of ``2 * P``.
+
+    :meth:`step` runs the wrapped optimizer on the local shard and then broadcasts
+    every updated parameter from its owner, so all ranks hold the same full model
+    again. Given identical gradients on every rank (what a data-parallel wrapper
+    produces), the parameters are bitwise identical to those of the unsharded
+    ``optimizer_cls``, because the update is that class's own arithmetic.
+
+    ``param_groups`` lists all parameters with their full options (as the unsharded
+    optimizer's would); change options there (learning-rate schedulers do) and the
+    next :meth:`step` uses them. ``state`` holds the state of this rank's
+    parameters only. :meth:`zero_grad` clears the gradients of all parameters.
+
+    Arguments:
+        params (iterable): tensors, or dicts defining parameter groups with
+            per-group options, as for any ``torch.optim`` optimizer.
+        optimizer_cls (type): a ``torch.optim.Optimizer`` subclass whose update of
+            each parameter depends only on that parameter, its gradient and its
+            state (SGD, Adam, AdamW, RMSprop, Adagrad, ...; not LBFGS).
+        process_group (ProcessGroup, optional): the data-parallel group
+            (default: the default group, which must be initialized).
+        broadcast_mode (str): ``"bucketed"`` (default): each owner's parameters of
+            one dtype are packed into flat buckets and sent with one broadcast per
+            bucket; ``"per_parameter"``: one broadcast per parameter, in place.
+        bucket_size_mb (float or None): bucket cap in MiB for ``"bucketed"``
+            (default 25.0, the default of PyTorch DDP's buckets); ``None`` packs all
+            of an owner's parameters of one dtype into one bucket. At most two
+            buckets are staged at once.
+        **defaults: options passed to ``optimizer_cls`` (``lr``, ``betas``,
+            ``momentum``, ``foreach``, ...).
+
+    Checkpoints come in two forms (see :mod:`zero1.checkpoint`):
+
+    - consolidated: call :meth:`consolidate_state_dict` on every rank, then
+      :meth:`state_dict` on the destination rank returns the dict a plain
+      ``optimizer_cls`` would; it loads into ``optimizer_cls`` and into a
+      ``ShardedOptimizer`` at any world size. At world size 1,
+      :meth:`state_dict` needs no consolidation.
+    - sharded: :meth:`sharded_state_dict` on each rank, no communication; loads
+      back at the same world size, or merges into the consolidated form with
+      :func:`zero1.merge_sharded_state_dicts`.
+
+    :meth:`load_state_dict` accepts both.
+
+    .. note:: When an optimizer option ``foreach`` is left at ``None``, the
+        wrapped optimizer chooses its implementation from the tensors it is given.
+        Sharding gives it fewer tensors, so to make the same choice as the
+        unsharded optimizer every group's parameters must share one device type
+        and be plain tensors (not subclasses); otherwise construction raises and
+        asks for an explicit ``foreach``. (The for-loop and fused implementations can differ in the last
+        bit; a reference must use the same options to compare bitwise.)
+
+    Example::
+
+        >>> # on each of N ranks, after torch.distributed.init_process_group(...)
+        >>> model = ddp.BucketedDDP(MyModel().to(device))
+        >>> optimizer = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-3)
+        >>> for batch, target in loader:  # each rank its own slice of the batch
+        ...     optimizer.zero_grad()
+        ...     loss_fn(model(batch), target).backward()
+        ...     model.finish_gradient_synchronization()
+        ...     optimizer.step()
+        >>> optimizer.consolidate_state_dict(to=0)
+        >>> if torch.distributed.get_rank() == 0:
+        ...     torch.save(optimizer.state_dict(), "optimizer.pt")
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        optimizer_cls: type[Optimizer],
+        *,
+        process_group: dist.ProcessGroup | None = None,
+        broadcast_mode: str = "bucketed",
+        bucket_size_mb: float | None = 25.0,
+        **defaults: Any,
+    ) -> None:
+        if not (isinstance(optimizer_cls, type) and issubclass(optimizer_cls, Optimizer)):
+            raise TypeError(
+                f"optimizer_cls must be a torch.optim.Optimizer subclass such as torch.optim.AdamW, "
+                f"got {optimizer_cls!r}"
+            )
+        if issubclass(optimizer_cls, ShardedOptimizer):
+            raise TypeError("optimizer_cls must be the optimizer to shard, not ShardedOptimizer itself")
+        if broadcast_mode not in BROADCAST_MODES:
+            raise ValueError(f"broadcast_mode must be one of {BROADCAST_MODES}, got {broadcast_mode!r}")
+        if bucket_size_mb is not None and not (
+            isinstance(bucket_size_mb, (int, float)) and bucket_size_mb > 0
+        ):
+            raise ValueError(f"bucket_size_mb must be a number > 0 or None, got {bucket_size_mb!r}")
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "ShardedOptimizer needs an initialized process group: call "
+                "torch.distributed.init_process_group(...) first (world size 1 is fine)"
+            )
+
+        self._process_group = process_group
+        self._rank = dist.get_rank(process_group)
+        self._world_size = dist.get_world_size(process_group)
+        self._broadcast_mode = broadcast_mode
+        self._bucket_bytes = None if bucket_size_mb is None else int(bucket_size_mb * 2**20)
+        self._owners: list[int] = []  # owner rank of each parameter, in param_groups order
+        self._local: Optimizer | None = None
+        self._pending_local_groups: list[dict[str, Any]] = []
+        self._consolidated: dict[str, Any] | None = None
+
+        super().__init__(params, defaults)  # calls self.add_param_group once per group
+
+        self._local = optimizer_cls(self._pending_local_groups, **defaults)
+        del self._pending_local_groups
+        for index in range(len(self.param_groups)):
+            self._adopt_options(index)
+        self.state = self._local.state
+        self._broadcaster = self._build_broadcaster()
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the process group."""
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks sharing the optimizer state."""
+        return self._world_size
+
+    @property
+    def owners(self) -> tuple[int, ...]:
+        """The owner rank of each parameter, in ``param_groups`` order (groups, then parameters)."""
+        return tuple(self._owners)
+
+    @property
+    def local_optimizer(self) -> Optimizer:
+        """The ``optimizer_cls`` instance over this rank's parameters (one group per group)."""
+        return self._local
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a parameter group; its parameters are placed on the least-loaded ranks.
+
+        Works at any time; every rank must add the same groups in the same order.
+        """
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        loads = [0] * self._world_size
+        for param, owner in zip(self._all_params(), self._owners):
+            loads[owner] += param.numel()
+        new_owners = partition_parameters([p.numel() for p in group["params"]], self._world_size, loads)
+        self._owners.extend(new_owners)
+        local_group = {k: v for k, v in group.items() if k not in _PARAM_KEYS}
+        local_group["params"] = [p for p, o in zip(group["params"], new_owners) if o == self._rank]
+
+        if self._local is None:  # still in __init__: the local optimizer is built from all groups at once
+            self._pending_local_groups.append(local_group)
+            return
+        self._local.add_param_group(local_group)
+        self._adopt_options(len(self.param_groups) - 1)
+        self._broadcaster = self._build_broadcaster()
+        self._consolidated = None
+
+    # ------------------------------------------------------------------ update
+
+    def step(self, closure: Callable[[], float] | None = None, **kwargs: Any) -> Any:
+        """Update this rank's parameters with the wrapped optimizer, then broadcast all of them.
+
+        A collective: every rank must call it. ``closure`` and ``kwargs`` go to the
+        wrapped optimizer's ``step`` (which calls ``closure`` on every rank, owning
+        parameters or not). Returns what that ``step`` returns.
+        """
+        self._consolidated = None
+        for group, local_group in zip(self.param_groups, self._local.param_groups):
+            local_group.update((k, v) for k, v in group.items() if k not in _PARAM_KEYS)
+        loss = self._local.step(closure, **kwargs)
+        if self._world_size > 1:
+            self._broadcaster.broadcast()
+        return loss
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def sharded_state_dict(self) -> dict[str, Any]:
+        """This rank's part of the state (sharded form); no communication.
+
+        Returns ``{"state", "param_groups", "zero1_shard"}``: ``state`` keyed by the
+        global parameter index, only for parameters this rank owns; ``param_groups``
+        with every group's options and all indices; ``zero1_shard`` the partition.
+        Tensors are the live state tensors, not copies (as in ``torch.optim``).
+        """
+        local = self._local.state_dict()
+        local_to_global = [i for i, owner in enumerate(self._owners) if owner == self._rank]
+        offsets = [0]
+        for group in self.param_groups:
+            offsets.append(offsets[-1] + len(group["params"]))
+        param_groups = []
+        for group, start, stop in zip(self.param_groups, offsets, offsets[1:]):
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = list(range(start, stop))
+            param_groups.append(packed)
+        return {
+            "state": {local_to_global[i]: s for i, s in local["state"].items()},
+            "param_groups": param_groups,
+            SHARD_KEY: {"rank": self._rank, "world_size": self._world_size, "owners": list(self._owners)},
+        }
+
+    def consolidate_state_dict(self, to: int = 0) -> None:
+        """Collect the whole optimizer state on rank ``to`` (a collective: call it on every rank).
+
+        Afterwards, and until the next :meth:`step`, :meth:`add_param_group` or
+        :meth:`load_state_dict`, :meth:`state_dict` on rank ``to`` returns the
+        consolidated form, with every tensor copied to CPU memory.
+        """
+        if not isinstance(to, int) or not 0 <= to < self._world_size:
+            raise ValueError(f"to must be a rank in 0..{self._world_size - 1}, got {to!r}")
+        shard = _to_cpu(self.sharded_state_dict())
+        shards = [None] * self._world_size if self._rank == to else None
+        dist.gather_object(shard, shards, group=self._process_group, group_dst=to)
+        self._consolidated = merge_sharded_state_dicts(shards) if self._rank == to else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The consolidated state dict, loadable into plain ``optimizer_cls`` or any world size.
+
+        At world size 1 it is available directly; otherwise call
+        :meth:`consolidate_state_dict` on every rank first and this on its ``to`` rank.
+        """
+        if self._world_size == 1:
+            return merge_sharded_state_dicts([self.sharded_state_dict()])
+        if self._consolidated is None:
+            raise RuntimeError(
+                f"state_dict() on rank {self._rank} of {self._world_size}: the state is sharded. Call "
+                f"consolidate_state_dict(to=r) on every rank after the last step, then state_dict() on "
+                f"rank r; or save sharded_state_dict() on each rank"
+            )
+        return self._consolidated
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a consolidated state dict (any world size, or from plain ``optimizer_cls``) or this rank's shard.
+
+        Call it on every rank. From the consolidated form each rank keeps only the
+        state of the parameters it owns. Options in the saved groups replace the
+        current ones, as in ``torch.optim``.
+        """
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
+            raise TypeError(
+                "state_dict must be an optimizer state dict with 'state' and 'param_groups', "
+                f"got {type(state_dict).__name__}"
+            )
+        if SHARD_KEY in state_dict:
+            saved = state_dict[SHARD_KEY]
+            if (saved["world_size"], saved["rank"], list(saved["owners"])) != (
+                self._world_size,
+                self._rank,
+                self._owners,
+            ):
+                raise ValueError(
+                    f"this sharded state dict is rank {saved['rank']} of {saved['world_size']} with another "
+                    f"partition; this optimizer is rank {self._rank} of {self._world_size}. Load each rank's "
+                    f"own shard at the same world size, or merge the shards with "
+                    f"zero1.merge_sharded_state_dicts and load the consolidated dict"
+                )
+        saved_groups = state_dict["param_groups"]
+        if [len(g["params"]) for g in saved_groups] != [len(g["params"]) for g in self.param_groups]:
+            raise ValueError(
+                f"state_dict has groups of sizes {[len(g['params']) for g in saved_groups]}, "
+                f"this optimizer {[len(g['params']) for g in self.param_groups]}"
+            )
+        position = {saved_id: i for i, saved_id in enumerate(chain.from_iterable(g["params"] for g in saved_groups))}
+        owned = [i for i, owner in enumerate(self._owners) if owner == self._rank]
+        local_index = {global_index: i for i, global_index in enumerate(owned)}
+
+        local_groups, local_state = [], {}
+        for group, saved_group in zip(self.param_groups, saved_groups):
+            options = {k: v for k, v in saved_group.items() if k not in _PARAM_KEYS}
+            group.update(options)
+            ids = [saved_id for saved_id in saved_group["params"] if position[saved_id] in local_index]
+            local_groups.append({**options, "params": [local_index[position[i]] for i in ids]})
+            for saved_id in ids:
+                if saved_id in state_dict["state"]:
+                    local_state[local_index[position[saved_id]]] = state_dict["state"][saved_id]
+        self._local.load_state_dict({"state": local_state, "param_groups": local_groups})
+        self._consolidated = None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _all_params(self) -> Iterable[torch.Tensor]:
+        return chain.from_iterable(g["params"] for g in self.param_groups)
+
+    def _adopt_options(self, index: int) -> None:
+        """Give global group ``index`` the options the wrapped optimizer filled in, and check them."""
+        group = self.param_groups[index]
+        for key, value in self._local.param_groups[index].items():
+            if key not in _PARAM_KEYS:
+                group.setdefault(key, value)
+        if group.get("foreach", False) is None and not group.get("fused", False):
+            kinds = {(p.device.type, type(p) in (torch.Tensor, nn.Parameter)) for p in group["params"]}
+            if len(kinds) > 1:
+                raise ValueError(
+                    f"parameter group {index} mixes device types or tensor subclasses "
+                    f"({sorted({p.device.type for p in group['params']})}) with "
+                    f"foreach=None: the sharded and unsharded optimizer could pick different "
+                    f"implementations; pass foreach=True or foreach=False explicitly"
+                )
+
+    def _build_broadcaster(self) -> ParameterBroadcaster:
+        return ParameterBroadcaster(
+            list(self._all_params()),
+            self._owners,
+            self._rank,
+            self._process_group,
+            self._broadcast_mode,
+            self._bucket_bytes,
+        )
+
+
+def _to_cpu(value: Any) -> Any:
+    """A copy of ``value`` with every tensor moved to CPU memory (dicts, lists and tuples walked)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
