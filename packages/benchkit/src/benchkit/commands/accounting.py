@@ -74,6 +74,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchkit.argtypes import positive_float, positive_int
 from benchkit.flops import model_flops
 from benchkit.model import SIZES, ModelConfig, model_config, parameter_count
 from benchkit.plot import line_plot
@@ -313,31 +314,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="device presets (default: all)")
     for name, default, what in (("dp", 1, "data parallel"), ("fsdp", 16, "fully sharded data parallel"),
                                 ("tp", 4, "tensor parallel"), ("pp", 1, "pipeline parallel")):
-        parser.add_argument(f"--{name}", type=_positive_int, default=default, metavar="N",
+        parser.add_argument(f"--{name}", type=positive_int, default=default, metavar="N",
                             help=f"{what} degree (default: {default})")
-    parser.add_argument("--batch-size", type=_positive_int, default=256, metavar="B",
+    parser.add_argument("--batch-size", type=positive_int, default=256, metavar="B",
                         help="global batch, sequences per step (default: 256)")
-    parser.add_argument("--seq-len", type=_positive_int, default=2048, metavar="T",
+    parser.add_argument("--seq-len", type=positive_int, default=2048, metavar="T",
                         help="tokens per sequence (default: 2048)")
-    parser.add_argument("--flops", type=_positive_float, metavar="FLOP/S", help="override the preset's FLOP/s")
-    parser.add_argument("--memory-gb", type=_positive_float, metavar="GB", help="override the preset's memory")
-    parser.add_argument("--link-bandwidth", type=_positive_float, metavar="BYTES/S",
+    parser.add_argument("--flops", type=positive_float, metavar="FLOP/S", help="override the preset's FLOP/s")
+    parser.add_argument("--memory-gb", type=positive_float, metavar="GB", help="override the preset's memory")
+    parser.add_argument("--link-bandwidth", type=positive_float, metavar="BYTES/S",
                         help="override the preset's link bandwidth (bytes/s each direction)")
     add_output_arguments(parser)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def _device(args: argparse.Namespace, key: str) -> Device:

@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch._functorch.config
 
+from benchkit.argtypes import positive_int
 from benchkit.model import _attention_function
 from benchkit.plot import line_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
@@ -252,29 +253,22 @@ def plot_sweep(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seq-len", type=_positive_int, nargs="+", metavar="N",
+    parser.add_argument("--seq-len", type=positive_int, nargs="+", metavar="N",
                         help="sequence lengths (default: 128 ... 65536 on a GPU, 64 128 256 on a CPU)")
-    parser.add_argument("--head-dim", type=_positive_int, nargs="+", metavar="D",
+    parser.add_argument("--head-dim", type=positive_int, nargs="+", metavar="D",
                         help="head dimensions (default: 16 32 64 128 on a GPU, 16 64 on a CPU)")
     parser.add_argument("--dtype", choices=list(DTYPES), nargs="+",
                         help="dtypes (default: bf16 fp32 on a GPU, fp32 on a CPU)")
     parser.add_argument("--impl", choices=IMPLEMENTATIONS, nargs="+", default=list(IMPLEMENTATIONS),
                         help="implementations (default: all)")
-    parser.add_argument("--batch-size", type=_positive_int, default=1, metavar="B", help="batch (default: 1)")
-    parser.add_argument("--heads", type=_positive_int, default=DEFAULT_HEADS, metavar="H",
+    parser.add_argument("--batch-size", type=positive_int, default=1, metavar="B", help="batch (default: 1)")
+    parser.add_argument("--heads", type=positive_int, default=DEFAULT_HEADS, metavar="H",
                         help=f"heads (default: {DEFAULT_HEADS})")
-    parser.add_argument("--reps", type=_positive_int, default=3, help="timed runs per pass on a CPU (default: 3)")
+    parser.add_argument("--reps", type=positive_int, default=3, help="timed runs per pass on a CPU (default: 3)")
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile backend for naive-compiled (default: inductor)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     add_output_arguments(parser)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 def _display(row: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.model import SIZES, model_config
 from benchkit.plot import bar_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
@@ -190,33 +191,19 @@ def step_time_rows(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--part", choices=PARTS, nargs="+", default=list(PARTS), help="what to run (default: all)")
     parser.add_argument("--value", type=float, default=0.01, help="accumulation: the addend (default: 0.01)")
-    parser.add_argument("--count", type=_positive_int, default=1000, help="accumulation: additions (default: 1000)")
+    parser.add_argument("--count", type=positive_int, default=1000, help="accumulation: additions (default: 1000)")
     parser.add_argument("--size", choices=list(SIZES), nargs="+",
                         help="step-time: model sizes (default: tiny on CPU, small medium large xl 2.7B on GPU)")
     parser.add_argument("--precision", choices=STEP_PRECISIONS, nargs="+", default=["fp32", "bf16"],
                         help="step-time: precisions (default: fp32 bf16)")
-    parser.add_argument("--context-length", type=_positive_int, default=256, metavar="T",
+    parser.add_argument("--context-length", type=positive_int, default=256, metavar="T",
                         help="step-time: tokens per sequence (default: 256)")
-    parser.add_argument("--batch-size", type=_positive_int, default=4, metavar="B",
+    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
                         help="step-time: sequences per step (default: 4)")
-    parser.add_argument("--warmup", type=_non_negative_int, default=5, help="step-time: untimed steps (default: 5)")
-    parser.add_argument("--steps", type=_positive_int, default=10, help="step-time: timed steps (default: 10)")
+    parser.add_argument("--warmup", type=non_negative_int, default=5, help="step-time: untimed steps (default: 5)")
+    parser.add_argument("--steps", type=positive_int, default=10, help="step-time: timed steps (default: 10)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     add_output_arguments(parser)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
