@@ -1,0 +1,100 @@
+"""Bucket assignment and the in-order launcher, without processes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ddp.bucketed import assign_buckets
+from ddp.errors import GradientSyncError
+from ddp.ordering import InOrderLauncher
+
+MIB = 2**20
+
+
+def _floats(*numels, dtype=torch.float32):
+    return [torch.empty(n, dtype=dtype) for n in numels]
+
+
+def test_buckets_fill_in_reverse_order_up_to_the_cap():
+    sizes = torch.randint(1, 1000, (12,)).tolist()
+    params = _floats(*sizes)
+    cap_mb = 1500 * 4 / MIB  # 1500 float32 values
+    buckets = assign_buckets(params, cap_mb)
+    assert [i for bucket in buckets for i in bucket] == list(reversed(range(len(params))))
+    for k, bucket in enumerate(buckets):
+        total = sum(sizes[i] for i in bucket)
+        assert total <= 1500
+        if k + 1 < len(buckets):  # a bucket closes only when the next parameter would not fit
+            assert total + sizes[buckets[k + 1][0]] > 1500
+
+
+def test_oversize_parameter_gets_its_own_bucket():
+    params = _floats(10, 5000, 10, 10)
+    assert assign_buckets(params, 100 * 4 / MIB) == [[3, 2], [1], [0]]
+
+
+def test_tiny_cap_one_bucket_per_parameter_and_none_one_bucket():
+    params = _floats(3, 4, 5)
+    assert assign_buckets(params, 1e-9) == [[2], [1], [0]]
+    assert assign_buckets(params, None) == [[2, 1, 0]]
+
+
+def test_one_dtype_per_bucket():
+    params = _floats(2, 2) + _floats(2, dtype=torch.bfloat16) + _floats(2)
+    assert assign_buckets(params, None) == [[3], [2], [1, 0]]
+
+
+class _FakeWork:
+    def __init__(self, log, unit):
+        self.log, self.unit = log, unit
+
+    def wait(self):
+        self.log.append(("wait", self.unit))
+
+
+def _launcher(units, log):
+    names = [f"p{i}" for i in range(sum(map(len, units)))]
+    return InOrderLauncher(
+        units,
+        names,
+        launch=lambda k: log.append(("launch", k)) or _FakeWork(log, k),
+        complete=lambda k: log.append(("complete", k)),
+    )
+
+
+def test_units_launch_in_index_order_whatever_the_readiness_order():
+    log = []
+    launcher = _launcher([[3, 2], [1], [0]], log)
+    launcher.mark_ready(1)  # unit 1 is complete, but unit 0 is not: nothing may start
+    launcher.mark_ready(0)
+    assert log == []
+    launcher.mark_ready(3)
+    assert log == []
+    launcher.mark_ready(2)  # unit 0 completes: units 0, 1, 2 start, in order
+    assert log == [("launch", 0), ("launch", 1), ("launch", 2)]
+    launcher.finish()
+    assert log[3:] == [("wait", 0), ("complete", 0), ("wait", 1), ("complete", 1), ("wait", 2), ("complete", 2)]
+
+
+def test_finish_launches_units_whose_gradients_never_came():
+    log = []
+    launcher = _launcher([[2], [1], [0]], log)
+    launcher.mark_ready(0)  # parameters 2 and 1 got no gradient on this rank
+    launcher.finish()
+    assert [entry for entry in log if entry[0] == "launch"] == [("launch", 0), ("launch", 1), ("launch", 2)]
+    log.clear()
+    launcher.mark_ready(2)  # a new step starts from scratch
+    assert log == [("launch", 0)]
+
+
+def test_a_gradient_ready_twice_is_an_error():
+    launcher = _launcher([[1], [0]], [])
+    launcher.mark_ready(0)
+    with pytest.raises(GradientSyncError, match="p0 became ready twice"):
+        launcher.mark_ready(0)
+
+
+def test_units_must_partition_the_parameters():
+    with pytest.raises(ValueError, match="partition"):
+        _launcher([[0], [0]], [])

@@ -1,0 +1,103 @@
+"""Misuse gets an error that says what happened, on time, never a hang."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ddp import BucketedDDP, FlatDDP, GradientSyncError, NaiveDDP, OverlapDDP
+from ddp.launch import spawn
+
+PEER_TIMEOUT_S = 2  # the process group timeout in the "a rank skips the step" case
+
+
+def _error_of(action):
+    """(exception class name, message) raised by ``action()``, or None if it returned."""
+    try:
+        action()
+    except Exception as error:  # noqa: BLE001 - the test inspects whatever was raised
+        return type(error).__name__, str(error)
+    return None
+
+
+def _misuse(rank, world_size):
+    torch.set_num_threads(1)  # tiny tensors; two ranks share the CPU cores
+    x = torch.randn(3, 4)
+    out = {"shapes_differ": _error_of(lambda: BucketedDDP(nn.Linear(4, 4 + rank)))}
+
+    naive = NaiveDDP(nn.Linear(4, 2))
+    out["finish_without_backward"] = _error_of(naive.finish_gradient_synchronization)
+    naive(x).sum().backward()
+    with naive.no_sync():
+        out["finish_inside_no_sync"] = _error_of(naive.finish_gradient_synchronization)
+    naive.finish_gradient_synchronization()
+    out["wrapped_twice"] = _error_of(lambda: FlatDDP(naive.module))
+    out["nothing_trainable"] = _error_of(lambda: OverlapDDP(nn.Linear(2, 2).requires_grad_(False)))
+
+    for cls in (OverlapDDP, BucketedDDP):
+        model = cls(nn.Linear(4, 2))
+        model(x).sum().backward()
+        out[f"second_backward_{cls.__name__}"] = _error_of(lambda: model(x).sum().backward())
+        model.finish_gradient_synchronization()  # the first step's all-reduces still complete
+        out[f"usable_after_error_{cls.__name__}"] = model.module.weight.grad is not None
+
+    # Rank 1 skips a step: rank 0's all-reduce must fail after the group's timeout.
+    group = dist.new_group(timeout=datetime.timedelta(seconds=PEER_TIMEOUT_S))
+    model = BucketedDDP(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), bucket_size_mb=None, process_group=group)
+    if rank == 0:
+        model(x).sum().backward()
+        start = time.monotonic()
+        out["peer_skipped_step"] = _error_of(model.finish_gradient_synchronization)
+        out["waited_s"] = time.monotonic() - start
+    else:
+        time.sleep(PEER_TIMEOUT_S + 1)
+    return out
+
+
+@pytest.mark.distributed
+def test_misuse_is_reported():
+    ranks = spawn(_misuse, 2, timeout_s=60)
+    for rank, out in enumerate(ranks):
+        kind, message = out["shapes_differ"]
+        assert kind == "ValueError" and "differ across ranks" in message and "[[0], [1]]" in message
+        assert f"This rank ({rank}) has:\nparameter weight shape=({4 + rank}, 4)" in message
+        kind, message = out["finish_without_backward"]
+        assert kind == "GradientSyncError" and "no backward pass" in message
+        kind, message = out["finish_inside_no_sync"]
+        assert kind == "GradientSyncError" and "inside no_sync()" in message
+        kind, message = out["wrapped_twice"]
+        assert kind == "ValueError" and "already wrapped" in message
+        kind, message = out["nothing_trainable"]
+        assert kind == "ValueError" and "requires_grad=True" in message
+        for cls in ("OverlapDDP", "BucketedDDP"):
+            kind, message = out[f"second_backward_{cls}"]
+            assert kind == "GradientSyncError" and "became ready twice" in message and "no_sync()" in message
+            assert out[f"usable_after_error_{cls}"]
+    kind, message = ranks[0]["peer_skipped_step"]
+    assert kind == "GradientSyncError" and "did not complete" in message
+    assert "1.weight" in message and "0.bias" in message  # the pending gradients are named
+    assert PEER_TIMEOUT_S * 0.9 <= ranks[0]["waited_s"] < PEER_TIMEOUT_S + 10
+
+
+def test_arguments_checked_before_any_communication():
+    with pytest.raises(TypeError, match="module must be a torch.nn.Module"):
+        NaiveDDP(lambda x: x)
+    with pytest.raises(TypeError, match="compress_bf16 must be True or False"):
+        FlatDDP(nn.Linear(2, 2), compress_bf16="yes")
+    with pytest.raises(TypeError, match="bucket_size_mb must be a number"):
+        BucketedDDP(nn.Linear(2, 2), bucket_size_mb="25")
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="bucket_size_mb must be > 0"):
+            BucketedDDP(nn.Linear(2, 2), bucket_size_mb=bad)
+
+
+def test_needs_an_initialized_process_group():
+    assert not dist.is_initialized()
+    for cls in (NaiveDDP, FlatDDP, OverlapDDP, BucketedDDP):
+        with pytest.raises(RuntimeError, match=f"{cls.__name__} needs an initialized process group"):
+            cls(nn.Linear(2, 2))
