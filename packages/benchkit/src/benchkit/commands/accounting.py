@@ -83,9 +83,9 @@ from benchkit.report import add_output_arguments, format_table, write_results
 HELP = "memory and communication of large-scale training: per-device memory, compute vs communication time"
 EXAMPLES = """\
   benchkit accounting                                  # FFN-only XXL model, H100 and TPU v5p, fsdp 16 x tp 4
-  benchkit accounting --model 2.7B --device h100 --dp 8 --batch-size 64 --seq-len 1024
-  benchkit accounting --model xxl-ffn --fsdp 64 --tp 1 --device tpu-v5p
-  benchkit accounting --device h100 --flops 4e14 --link-bandwidth 1e11   # your own device
+  benchkit accounting --model 2.7B --hardware h100 --dp 8 --fsdp 1 --tp 1 --batch-size 64 --seq-len 1024
+  benchkit accounting --model xxl-ffn --fsdp 64 --tp 1 --hardware tpu-v5p
+  benchkit accounting --hardware h100 --flops 4e14 --link-bandwidth 1e11   # your own device
 """
 
 BYTES_PER_PARAMETER = {  # model state of mixed-precision AdamW training, bytes per parameter
@@ -310,7 +310,7 @@ def account(model: ModelShape, device: Device, par: Parallelism, *, batch_size: 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODEL_NAMES, default="xxl-ffn",
                         help="FFN-only XXL model or a reference Transformer size (default: xxl-ffn)")
-    parser.add_argument("--device", choices=list(DEVICES), nargs="+", default=list(DEVICES),
+    parser.add_argument("--hardware", choices=list(DEVICES), nargs="+", default=list(DEVICES),
                         help="device presets (default: all)")
     for name, default, what in (("dp", 1, "data parallel"), ("fsdp", 16, "fully sharded data parallel"),
                                 ("tp", 4, "tensor parallel"), ("pp", 1, "pipeline parallel")):
@@ -343,7 +343,7 @@ def _device(args: argparse.Namespace, key: str) -> Device:
 def run(args: argparse.Namespace) -> int:
     model = named_model(args.model, args.seq_len)
     par = Parallelism(dp=args.dp, fsdp=args.fsdp, tp=args.tp, pp=args.pp)
-    devices = [_device(args, key) for key in args.device]
+    devices = [_device(args, key) for key in args.hardware]
     rows = [account(model, device, par, batch_size=args.batch_size, seq_len=args.seq_len) for device in devices]
     print(f"{model.name}: {model.parameters:,} parameters; {par.devices} devices "
           f"(dp {par.dp} x fsdp {par.fsdp} x tp {par.tp} x pp {par.pp}); "

@@ -16,8 +16,8 @@ For each (implementation, dtype, N, D) cell the sweep times the forward pass
 retained graph) and forward+backward, in milliseconds: the median of
 :func:`triton.testing.do_bench` on CUDA, the median of ``--reps`` runs timed by
 :class:`benchkit.timing.PhaseTimer` on a CPU. On CUDA it also measures the peak
-memory one forward+backward allocates beyond its inputs
-(``torch.cuda.max_memory_allocated``), next to the O(N^2) accounting: one (N, N)
+memory one forward+backward allocates beyond q, k, v and the output gradient
+(``torch.cuda.max_memory_allocated``; the output and dq, dk, dv included), next to the O(N^2) accounting: one (N, N)
 matrix per head, ``B*H*N^2*bytes(dtype)``; the naive implementation keeps the
 softmax probabilities (one such matrix) and the boolean mask (N^2 bytes) for
 backward and holds up to three score-sized matrices at once in forward, while
@@ -271,8 +271,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+STATUS_WIDTH = 48  # characters of a cell's status shown in the table; the JSON and stderr have it all
+
+
 def _display(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in ("batch_size", "heads")}
+    shown = {k: v for k, v in row.items() if k not in ("batch_size", "heads")}
+    if len(shown["status"]) > STATUS_WIDTH:
+        shown["status"] = shown["status"][: STATUS_WIDTH - 3] + "..."
+    return shown
 
 
 def run(args: argparse.Namespace) -> int:
