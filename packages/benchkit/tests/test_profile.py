@@ -54,3 +54,14 @@ def test_profile_command_attributes_operators_to_phases(tmp_path, capsys):
     summary = {s["phase"]: s for s in document["meta"]["summary"]}
     assert summary["optimizer"]["matmul_pct"] == 0 and 0 < summary["forward"]["matmul_pct"] < 100
     assert all(s["ms_per_step"] > 0 for s in summary.values())
+
+
+@pytest.mark.gpu
+def test_profile_command_on_gpu_attributes_kernels(tmp_path):
+    assert main(["profile", "--size", "tiny", "--context-length", "64", "--device", "cuda", "--warmup", "1",
+                 "--steps", "2", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "profile.json").read_text())["rows"]
+    for phase in ("forward", "backward", "optimizer"):
+        kernels = [r for r in rows if r["phase"] == phase]
+        assert kernels and all(r["time_us"] > 0 and r["count"] > 0 for r in kernels)
+    assert any(r["matmul"] for r in rows if r["phase"] == "forward")

@@ -114,3 +114,15 @@ def test_bad_arguments_get_argparse_errors(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["model", "--steps", "0"])
     assert exit_info.value.code == 2 and "--steps" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_model_command_on_gpu_reports_mfu_for_known_devices(tmp_path):
+    assert main(["model", "--size", "tiny", "--context-length", "64", "--precision", "bf16", "--device", "cuda",
+                 "--warmup", "1", "--steps", "2", "--out", str(tmp_path)]) == 0
+    (row,) = json.loads((tmp_path / "model.json").read_text())["rows"]
+    assert row["status"] == "ok" and row["tokens_per_s"] > 0
+    known = peak_flops(torch.cuda.get_device_name(), "bf16") is not None
+    assert (row["mfu"] is not None) == known
+    if known:
+        assert 0 < row["mfu"] < 1

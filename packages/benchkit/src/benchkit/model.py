@@ -143,14 +143,14 @@ def random_batch(
     device: torch.device | str = "cpu",
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniformly random next-token data: ``(inputs, targets)``, both int64 of shape
-    (batch_size, context_length), ``targets`` being ``inputs`` shifted left by one."""
+    """Uniformly random next-token data: ``(inputs, targets)``, both int64 (each its own contiguous storage)
+    of shape (batch_size, context_length), ``targets`` being ``inputs`` shifted left by one."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     tokens = torch.randint(
         0, config.vocab_size, (batch_size, config.context_length + 1), generator=generator
     ).to(device)
-    return tokens[:, :-1], tokens[:, 1:]
+    return tokens[:, :-1].clone(), tokens[:, 1:].clone()  # two storages of their own
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

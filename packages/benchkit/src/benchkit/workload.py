@@ -167,7 +167,8 @@ class Workload:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.config.context_length
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The autocast context of this workload's precision (a no-op for fp32)."""
         if self.precision == "fp32":
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=_AUTOCAST_DTYPES[self.precision])
@@ -192,7 +193,7 @@ class Workload:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.optimizer.zero_grad(set_to_none=True)
         with self._phase(timer, "forward", annotate):
-            with torch.set_grad_enabled(mode != "forward"), self._autocast():
+            with torch.set_grad_enabled(mode != "forward"), self.autocast():
                 loss = lm_loss(self.forward_fn(self.inputs), self.targets)
         if mode != "forward":
             with self._phase(timer, "backward", annotate):

@@ -1,0 +1,159 @@
+"""Where a training step's memory goes: a formula, a measured breakdown, a timeline.
+
+Training state, with P parameters kept in float32 and AdamW:
+
+- parameters: ``4*P`` bytes; gradients: ``4*P`` bytes (float32, like the
+  parameters, also under autocast); optimizer state: ``8*P`` bytes (AdamW's first
+  and second moments, Loshchilov & Hutter 2019).
+
+Activations are the tensors autograd saves in the forward pass for the backward
+pass. :func:`predicted_memory` counts those of :class:`benchkit.model.TransformerLM`
+tensor by tensor. Per token, with d = d_model, f = d_ff, H = heads, V = vocab, and
+``a`` bytes per autocast activation (4 for fp32, 2 under bf16/fp16 autocast):
+
+- per layer: each RMSNorm keeps its float32 input and normalized value
+  (``8*d``) and its float32 reciprocal RMS (4), and the following linear keeps
+  the norm's output (``a*d``): ``2*(8*d + 4 + a*d)``; under autocast, W1 and W3
+  each keep their own low-precision copy of it (``a*d`` more). Attention
+  (``sdpa``; ``flashattn2`` is assumed to keep the same) keeps the fused QKV
+  projection (``3*a*d``: V is a view of it), the rotated queries and keys
+  (``2*a*d``), its output (``a*d``) and a float32 log-sum-exp per head
+  (``4*H``); the output projection keeps its re-laid-out input (``a*d``). The
+  ``naive`` backend keeps the rotated queries and keys, a contiguous copy of V,
+  the output projection's input (``4*a*d``) and the softmax probabilities,
+  ``4*H*T`` float32 plus ``2*H*T`` for their low-precision copy under autocast
+  (CUDA's autocast runs softmax in float32), and a (T, T) boolean mask per layer
+  (for batch >= 2: with batch 1, torch 2.13's ``aten::matmul`` folds dimensions
+  differently and keeps two more copies of the size of Q).
+  The SwiGLU keeps ``W1 x``, ``W3 x``, ``SiLU(W1 x)`` and their product (``4*a*f``).
+- per layer and position (not per token): the RoPE cos/sin rows, ``2*4*(Dh/2)``.
+- the head: final norm ``8*d + 4 + a*d``, float32 log-probabilities ``4*V``,
+  input ids and targets (``8 + 8``).
+- under autocast, the low-precision copies of the weights of every matmul
+  (``2 * (L*(4*d*d + 3*d*f) + d*V)`` bytes), cached for the backward pass.
+
+The count matches what :func:`saved_tensor_bytes` observes on a CPU (a test
+checks it, for ``naive`` in fp32 only: CPU autocast keeps softmax in low
+precision); CUDA kernels can keep slightly different tensors, which is why
+``benchkit memory`` prints the prediction next to the measurement.
+
+Example::
+
+    from benchkit.memory import predicted_memory
+    from benchkit.model import model_config
+
+    bytes_by_part = predicted_memory(model_config("2.7B", 256), batch_size=4, precision="bf16")
+    print({k: v / 2**30 for k, v in bytes_by_part.items()})   # GiB
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Mapping
+
+import torch
+
+from benchkit.model import ModelConfig, lm_loss, parameter_count
+from benchkit.workload import Workload
+
+__all__ = ["measure_breakdown", "predicted_memory", "saved_tensor_bytes", "timeline_from_snapshot"]
+
+BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "activations")
+
+
+def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> dict[str, int]:
+    """Bytes of parameters, gradients, optimizer state and activations of one
+    training step of ``TransformerLM(config)`` on ``batch_size`` full-length
+    sequences (the formula of the module docstring)."""
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"precision must be 'fp32', 'bf16' or 'fp16', got {precision!r}")
+    params = parameter_count(config)
+    d, f, heads, vocab = config.d_model, config.d_ff, config.num_heads, config.vocab_size
+    layers, seq_len = config.num_layers, config.context_length
+    tokens = batch_size * seq_len
+    a = 4 if precision == "fp32" else 2
+    norms = 2 * (8 * d + 4 + a * d) + (a * d if a == 2 else 0)
+    if config.attention == "naive":
+        probabilities = (4 + (2 if a == 2 else 0)) * heads * seq_len
+        attention = 4 * a * d + probabilities
+        per_layer_batch = seq_len * seq_len  # the boolean causal mask
+    else:
+        attention = 7 * a * d + 4 * heads
+        per_layer_batch = 0
+    per_layer_token = norms + attention + 4 * a * f
+    per_layer_batch += 2 * 4 * (config.head_dim // 2) * seq_len  # RoPE rows
+    head_token = 8 * d + 4 + a * d + 4 * vocab + 8 + 8
+    weight_copies = 0 if a == 4 else 2 * (layers * (4 * d * d + 3 * d * f) + d * vocab)
+    activations = layers * (tokens * per_layer_token + per_layer_batch) + tokens * head_token + weight_copies
+    return {"parameters": 4 * params, "gradients": 4 * params, "optimizer_state": 8 * params, "activations": activations}
+
+
+@contextlib.contextmanager
+def saved_tensor_bytes(model: torch.nn.Module) -> Iterator[dict[int, int]]:
+    """Within the block, record every tensor autograd saves for backward.
+
+    Yields a dict, filled as the forward pass runs, from storage address to
+    storage size in bytes: each storage counted once however many views of it
+    are saved, and the model's own parameters left out.
+    """
+    parameter_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameter_storages:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield seen
+
+
+def _tensor_bytes(tensors: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def measure_breakdown(workload: Workload) -> dict[str, Any]:
+    """Run one instrumented training step of ``workload`` and measure its memory.
+
+    Returns bytes of ``parameters``, ``gradients`` (after backward),
+    ``optimizer_state`` (after the step; AdamW creates it at its first step) and
+    ``activations`` (the storages autograd saved during the forward pass, see
+    :func:`saved_tensor_bytes`); on CUDA also ``allocated_after_forward``: how
+    much more the allocator held after the forward pass than before it.
+    """
+    model, optimizer = workload.model, workload.optimizer
+    cuda = workload.device.type == "cuda"
+    optimizer.zero_grad(set_to_none=True)
+    before = torch.cuda.memory_allocated(workload.device) if cuda else 0
+    with saved_tensor_bytes(model) as saved, workload.autocast():
+        loss = lm_loss(workload.forward_fn(workload.inputs), workload.targets)
+    result: dict[str, Any] = {"activations": sum(saved.values())}
+    if cuda:
+        result["allocated_after_forward"] = torch.cuda.memory_allocated(workload.device) - before
+    workload.scaler.scale(loss).backward()
+    del loss
+    result["gradients"] = _tensor_bytes(p.grad for p in model.parameters())
+    workload.scaler.step(optimizer)
+    workload.scaler.update()
+    result["parameters"] = _tensor_bytes(model.parameters())
+    result["optimizer_state"] = _tensor_bytes(t for state in optimizer.state.values() for t in state.values())
+    return result
+
+
+def timeline_from_snapshot(snapshot: Mapping[str, Any], *, device: int = 0, start_bytes: int = 0) -> list[int]:
+    """Bytes allocated after each allocation or completed free in a CUDA memory
+    snapshot (``torch.cuda.memory._snapshot()``, the dict that ``_dump_snapshot``
+    pickles): its ``device_traces[device]`` events with action ``"alloc"`` add
+    their ``size``, ``"free_completed"`` subtract it. ``start_bytes`` is what was
+    allocated when recording began (allocations older than the trace)."""
+    allocated, timeline = start_bytes, []
+    for event in snapshot["device_traces"][device]:
+        if event["action"] == "alloc":
+            allocated += event["size"]
+        elif event["action"] == "free_completed":
+            allocated -= event["size"]
+        else:
+            continue
+        timeline.append(allocated)
+    return timeline
