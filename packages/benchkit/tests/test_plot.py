@@ -144,3 +144,21 @@ def test_bad_arguments_name_the_problem(tmp_path):
         bar_plot(tmp_path / "x.png", ["a"], {"s": [1]}, title="t", ylabel="y", size=(10,))
     with pytest.raises(TypeError, match="sequence of numbers"):
         bar_plot(tmp_path / "x.png", ["a"], {"s": ["fast"]}, title="t", ylabel="y")
+
+
+def test_log_axis_always_gets_at_least_two_ticks_inside_the_data_range():
+    from benchkit.plot import _Axis
+
+    rng = np.random.default_rng()
+    for _ in range(200):
+        lo = 10.0 ** rng.uniform(-6, 6)
+        hi = lo * 10.0 ** rng.uniform(0.01, 4)
+        axis = _Axis(np.array([lo, hi]), log=True)
+        assert len(axis.ticks) >= 2, (lo, hi, axis.ticks)
+        assert all(lo * (1 - 1e-6) <= t <= hi * (1 + 1e-6) for t in axis.ticks), (lo, hi, axis.ticks)
+
+
+def test_too_many_series_is_an_error(tmp_path):
+    series = {f"s{i}": ([1, 2], [1, 2]) for i in range(9)}
+    with pytest.raises(ValueError, match="9 entries; at most 8"):
+        line_plot(tmp_path / "x.png", series, title="t", xlabel="x", ylabel="y")

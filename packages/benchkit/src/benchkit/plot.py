@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["line_plot", "bar_plot", "write_png"]
+__all__ = ["MAX_SERIES", "line_plot", "bar_plot", "write_png"]
 
 # ---------------------------------------------------------------------------
 # PNG writer
@@ -224,6 +224,7 @@ _PALETTE = [
     (220, 60, 170),
 ]
 _MARKERS = ["circle", "square", "triangle", "diamond"]
+MAX_SERIES = len(_PALETTE)  # beyond this, colours would repeat and two series could look alike
 _MARKER_RADIUS = 4  # pixels; the line is 2 pixels wide, so markers stand out
 _LINE_WIDTH = 2
 _TICK_LENGTH = 5
@@ -358,16 +359,20 @@ class _Axis:
 
     @staticmethod
     def _log_ticks(lo: float, hi: float) -> list[float]:
+        """Ticks for the range ``10**lo .. 10**hi``: powers of ten, else 1-2-5 marks, else linear steps."""
+
+        def inside(value: float) -> bool:
+            return lo - 1e-9 <= math.log10(value) <= hi + 1e-9
+
         first, last = math.floor(lo), math.ceil(hi)
         stride = max(1, int(math.ceil((last - first) / _TARGET_TICKS)))
-        ticks = [10.0**e for e in range(first, last + 1, stride) if lo - 1e-9 <= e <= hi + 1e-9]
+        ticks = [10.0**e for e in range(first, last + 1, stride) if inside(10.0**e)]
         if len(ticks) < 3:  # under about two decades: add the 2x and 5x marks too
-            ticks = sorted(
-                m * 10.0**e
-                for e in range(first, last + 1)
-                for m in (1.0, 2.0, 5.0)
-                if lo - 1e-9 <= math.log10(m * 10.0**e) <= hi + 1e-9
-            )
+            ticks = sorted(m * 10.0**e for e in range(first, last + 1) for m in (1.0, 2.0, 5.0) if inside(m * 10.0**e))
+        if len(ticks) < 2:  # a narrow range between two such marks: evenly spaced values
+            step = _nice_step(10.0**hi - 10.0**lo)
+            start = math.ceil(10.0**lo / step - 1e-9)
+            ticks = [k * step for k in range(start, start + _TARGET_TICKS * 2) if inside(k * step)]
         return ticks
 
     def fraction(self, values) -> np.ndarray:
@@ -459,6 +464,11 @@ def _as_values(values, what: str) -> np.ndarray:
         raise TypeError(f"{what} must be a sequence of numbers (None for a missing value): {error}") from None
 
 
+def _check_series_count(series: Mapping) -> None:
+    if len(series) > MAX_SERIES:
+        raise ValueError(f"series holds {len(series)} entries; at most {MAX_SERIES} can be told apart in one chart")
+
+
 def _check_size(size) -> tuple[int, int]:
     if (not isinstance(size, tuple) or len(size) != 2
             or not all(isinstance(s, int) and s > 0 for s in size)):
@@ -493,6 +503,7 @@ def line_plot(
     width, height = _check_size(size)
     if not series:
         raise ValueError("series must hold at least one (x, y) pair of sequences")
+    _check_series_count(series)
     data = {}
     for label, pair in series.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -567,6 +578,7 @@ def bar_plot(
         raise ValueError("categories must name at least one group")
     if not series:
         raise ValueError("series must hold at least one sequence of values")
+    _check_series_count(series)
     data = {}
     for label, values in series.items():
         values = _as_values(values, f"series[{label!r}]")
