@@ -34,6 +34,7 @@ from typing import Iterator
 
 import torch
 
+from benchkit.argtypes import positive_int
 from benchkit.errors import BenchkitError
 from benchkit.model import ATTENTION_BACKENDS, SIZES, ModelConfig, TransformerLM, lm_loss, random_batch
 from benchkit.timing import PhaseTimer, Stats, summarize
@@ -47,8 +48,6 @@ __all__ = [
     "default_sizes",
     "free_memory",
     "measure",
-    "non_negative_int",
-    "positive_int",
     "resolve_device",
 ]
 
@@ -103,22 +102,6 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> N
     parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa", help="attention backend (default: sdpa)")
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (e.g. ``--warmup``)."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (e.g. ``--steps``, ``--batch-size``)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 def default_sizes(device: torch.device) -> list[str]:

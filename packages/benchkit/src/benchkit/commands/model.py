@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.flops import model_flops, peak_flops
 from benchkit.model import model_config, parameter_count
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
@@ -27,8 +28,6 @@ from benchkit.workload import (
     default_sizes,
     free_memory,
     measure,
-    non_negative_int,
-    positive_int,
     resolve_device,
 )
 

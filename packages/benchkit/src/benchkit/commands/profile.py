@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import torch
 from torch.profiler import ProfilerActivity
 
+from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.model import model_config
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer
@@ -34,8 +35,6 @@ from benchkit.workload import (
     Workload,
     add_workload_arguments,
     default_sizes,
-    non_negative_int,
-    positive_int,
     resolve_device,
 )
 
