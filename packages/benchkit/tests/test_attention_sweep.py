@@ -94,3 +94,18 @@ def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch
     assert all(r["status"] == "error: RuntimeError: planted failure" for r in rows)
     with pytest.raises(ValueError, match="seq_lens must be a non-empty sequence of positive ints"):
         run_sweep(seq_lens=[0], head_dims=[16], dtypes=["fp32"])
+
+
+@pytest.mark.gpu
+def test_gpu_peak_memory_follows_the_n_squared_accounting_and_real_oom_is_recorded():
+    rows = run_sweep(seq_lens=[4096], head_dims=[64], dtypes=["bf16"], implementations=["naive", "flashattn2"],
+                     heads=4, device="cuda")
+    naive, flash = rows
+    assert naive["status"] == flash["status"] == "ok"
+    # Naive keeps the (N, N) softmax output of every head for backward; FlashAttention-2 keeps O(N*D).
+    assert naive["peak_memory_mib"] >= naive["scores_mib"]
+    assert flash["peak_memory_mib"] < flash["scores_mib"] / 4
+    # 16 heads of 131072^2 bf16 scores are 512 GiB: no GPU holds that.
+    (oom,) = run_sweep(seq_lens=[131072], head_dims=[16], dtypes=["bf16"], implementations=["naive"],
+                       heads=16, device="cuda")
+    assert oom["status"] == "OOM" and oom["forward_ms"] == "OOM"

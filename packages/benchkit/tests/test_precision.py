@@ -74,3 +74,14 @@ def test_step_time_rows_and_command_files(tmp_path):
         document = json.loads((out / f"{name}.json").read_text())
         assert document["rows"] and "environment" in document
     assert (out / "precision_step_time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.gpu
+def test_autocast_dtypes_on_cuda():
+    rows = autocast_rows(torch.device("cuda"))
+    for name in ("fp16", "bf16"):
+        by_tensor = {r["tensor"]: r for r in rows if r["autocast"] == name}
+        assert by_tensor["fc1 (Linear) output"]["dtype"] == name
+        # CUDA autocast runs layer_norm in float32 (PyTorch's autocast op reference).
+        assert by_tensor["ln (LayerNorm) output"]["dtype"] == "fp32"
+        assert by_tensor["parameter gradients"]["dtype"] == "fp32"
