@@ -144,7 +144,7 @@ def autocast_rows(device: torch.device, batch_size: int = 8) -> list[dict[str, A
             hook.remove()
         for label, dtype in outputs:
             module = getattr(model, label)
-            params = sorted({DTYPE_NAMES.get(p.dtype, str(p.dtype)) for p in module.parameters()})
+            params = sorted({_dtype_name(p.dtype) for p in module.parameters()})
             rows.append({"autocast": name, "tensor": f"{label} ({type(module).__name__}) output",
                          "dtype": _dtype_name(dtype), "note": f"parameters {', '.join(params) or 'none'}"})
         rows.append({"autocast": name, "tensor": "logits", "dtype": _dtype_name(logits.dtype), "note": ""})
@@ -182,7 +182,7 @@ def step_time_rows(
         except torch.OutOfMemoryError:
             row["step_ms"] = row["step_std_ms"] = "OOM"
         finally:
-            workload = None
+            workload = None  # drop the model and optimizer before returning cached memory
             free_memory(device)
         rows.append(row)
     return rows
