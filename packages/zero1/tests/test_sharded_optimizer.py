@@ -6,7 +6,6 @@ scenarios, because starting processes is the expensive part.
 """
 
 import copy
-import io
 import random
 
 import pytest
@@ -238,17 +237,6 @@ def _cloned(tensors):
     return [t.detach().clone() for t in tensors]
 
 
-def _packed(value):
-    """Tensors leave a spawned rank as bytes: the queue would share their memory with a process that exits."""
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.getvalue()
-
-
-def _unpacked(data):
-    return torch.load(io.BytesIO(data), weights_only=True)
-
-
 def _save_at_two(rank, world_size, seed):
     """Train SAVE_AT steps, checkpoint both ways, then go on uninterrupted; resume from the own shard too."""
     torch.manual_seed(seed)
@@ -276,7 +264,7 @@ def _save_at_two(rank, world_size, seed):
     resumed.load_state_dict(copy.deepcopy(shard))  # loading aliases the step tensors, as in torch.optim
     _train(resumed_model, resumed, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     _assert_same(uninterrupted, resumed_model.parameters(), "resumed from the sharded state dict")
-    return _packed((consolidated, shard, snapshot, uninterrupted))
+    return consolidated, shard, snapshot, uninterrupted
 
 
 def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
@@ -294,7 +282,7 @@ def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
     _train(model, opt, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     if world_size == 1:  # no consolidation needed; the state dict is whole
         assert sorted(opt.state_dict()["state"]) == sorted(checkpoint["state"])
-    return _packed(_cloned(model.parameters()))
+    return _cloned(model.parameters())
 
 
 def _assert_state_dicts_equal(a, b):
@@ -322,7 +310,7 @@ def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
     also saves the checkpoint that the run at world size 3 resumes from.
     """
     seed = random.randrange(2**31)
-    saved = [_unpacked(data) for data in spawn(_at_two, 2, args=(seed,), timeout_s=TIMEOUT_S)]
+    saved = spawn(_at_two, 2, args=(seed,), timeout_s=TIMEOUT_S)
     consolidated, _, snapshot, uninterrupted = saved[0]
     shards = [shard for _, shard, _, _ in saved]
 
@@ -334,8 +322,8 @@ def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
 
     for world_size, run in ((3, _at_three), (1, _resume)):
         final = spawn(run, world_size, args=(seed, consolidated, snapshot, shards[0]), timeout_s=TIMEOUT_S)
-        for data in final:
-            _assert_same(uninterrupted, _unpacked(data), f"resumed at world size {world_size} (seed {seed})")
+        for params in final:
+            _assert_same(uninterrupted, params, f"resumed at world size {world_size} (seed {seed})")
 
     model = _Net()
     with torch.no_grad():
