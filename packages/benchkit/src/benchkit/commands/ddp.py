@@ -1,0 +1,284 @@
+"""``benchkit ddp``: the data-parallel wrappers of :mod:`ddp` side by side with PyTorch DDP.
+
+For each model size, every variant trains deep copies of one initialization on
+the same per-rank batch at the same precision (AdamW, ``--batch-size``
+sequences of ``--context-length`` tokens per rank):
+
+- ``local``: no communication at all, each rank alone: the floor;
+- ``naive``, ``flat``, ``overlap``: :class:`ddp.NaiveDDP`, :class:`ddp.FlatDDP`,
+  :class:`ddp.OverlapDDP`;
+- ``bucketed-<N>MB``: :class:`ddp.BucketedDDP` with ``bucket_size_mb=N`` for
+  each ``--bucket-mb``;
+- ``torch-ddp-25MB``: :class:`torch.nn.parallel.DistributedDataParallel` with
+  its default ``bucket_cap_mb=25``.
+
+A step is ``optimizer.zero_grad(set_to_none=False)``, then the timed phases
+``forward`` (with the loss), ``backward``, ``sync`` (our wrappers'
+``finish_gradient_synchronization()``) and ``optimizer``; each phase ends by
+waiting for the device (CUDA events on a GPU, see :class:`benchkit.timing.PhaseTimer`),
+and the step time is the sum of the phases. Reported: ms per step (mean ± std
+over ``--steps`` steps after ``--warmup``), per phase, and the communication
+that backward did not hide:
+
+- ``sync_ms``: time spent in ``finish_gradient_synchronization()``, i.e. the
+  all-reduce time left when backward ends (all of it for naive and flat);
+- ``over_local_ms``: step time minus the ``local`` step time, the communication
+  cost as the step sees it; the only measure for PyTorch DDP, which waits for
+  its all-reduces inside backward;
+- ``hidden_pct``: ``100 * (1 - sync_ms / naive sync_ms)``, the share of the
+  naive variant's communication time that a variant hides;
+- ``vs_torch``: step time / PyTorch DDP's step time.
+
+It starts both ways: ``benchkit ddp --nproc N`` spawns N ranks on this node
+through :func:`ddp.launch.spawn` (NCCL and one GPU per rank on CUDA, gloo on
+CPU); under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set) it spawns nothing and
+rank 0 writes the results. A rank that fails (out of memory included) stops
+the run: ranks that went on would wait for it in a collective.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import os
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from benchkit.argtypes import non_negative_int, positive_float, positive_int
+from benchkit.errors import BenchkitError
+from benchkit.model import lm_loss, model_config, parameter_count
+from benchkit.plot import bar_plot
+from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.timing import PhaseTimer, summarize
+from benchkit.workload import LEARNING_RATE, Workload, add_workload_arguments, free_memory, resolve_device
+
+HELP = "step time and non-hidden communication of the ddp wrappers vs PyTorch DDP"
+EXAMPLES = """\
+  benchkit ddp --device cpu --size tiny --nproc 2 --steps 3     # CPU, gloo: seconds
+  benchkit ddp --nproc 2 --size small xl --precision bf16       # 2 GPUs, NCCL
+  torchrun --nproc-per-node 4 -m benchkit ddp --size xl --precision bf16   # under torchrun
+"""
+
+KINDS = ("local", "naive", "flat", "overlap", "bucketed", "torch-ddp")
+TORCH_DDP_BUCKET_MB = 25  # torch.nn.parallel.DistributedDataParallel's default bucket_cap_mb
+DEFAULT_BUCKET_MB = [1.0, 10.0, 25.0, 100.0, 1000.0]  # issue 4's sizes, plus 25 to compare with PyTorch DDP
+DEFAULT_TIMEOUT_S = 3600.0
+PLOT_PX_PER_VARIANT = 110  # room for a label like "bucketed-1000MB" in the plot's 5-pixel-wide font
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_workload_arguments(parser, sweep=True)
+    parser.add_argument("--nproc", type=positive_int, default=None,
+                        help="ranks to spawn on this node (default: one per GPU on CUDA, 2 on CPU); "
+                             "ignored under torchrun")
+    parser.add_argument("--variants", choices=KINDS, nargs="+", default=list(KINDS),
+                        help="which variants to run (default: all)")
+    parser.add_argument("--bucket-mb", type=positive_float, nargs="+", default=DEFAULT_BUCKET_MB, metavar="MB",
+                        help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)")
+    parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
+    parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (default: 10)")
+    parser.add_argument("--timeout-s", type=positive_float, default=DEFAULT_TIMEOUT_S,
+                        help="deadline of the whole spawned run, also the process group timeout (default: 3600)")
+    add_output_arguments(parser)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What every rank runs; plain values, so that it can be sent to spawned ranks."""
+
+    sizes: tuple[str, ...]
+    context_length: int
+    batch_size: int
+    precision: str
+    attention: str
+    variants: tuple[str, ...]  # expanded names, see variant_names
+    warmup: int
+    steps: int
+    device_type: str
+
+
+def variant_names(kinds, bucket_mbs) -> list[str]:
+    """Variant names in run order: ``bucketed`` expands to one ``bucketed-<N>MB`` per cap."""
+    names = []
+    for kind in KINDS:
+        if kind not in kinds:
+            continue
+        if kind == "bucketed":
+            names += [f"bucketed-{mb:g}MB" for mb in bucket_mbs]
+        elif kind == "torch-ddp":
+            names.append(f"torch-ddp-{TORCH_DDP_BUCKET_MB}MB")
+        else:
+            names.append(kind)
+    return names
+
+
+def _wrap(variant: str, model: torch.nn.Module, device: torch.device):
+    """(module to call, finish function or None) for ``variant``."""
+    from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
+
+    if variant == "local":
+        return model, None
+    if variant.startswith("torch-ddp"):
+        device_ids = [device.index] if device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=device_ids, bucket_cap_mb=TORCH_DDP_BUCKET_MB), None
+    if variant.startswith("bucketed-"):
+        wrapper = BucketedDDP(model, bucket_size_mb=float(variant[len("bucketed-"):-len("MB")]))
+    else:
+        wrapper = {"naive": NaiveDDP, "flat": FlatDDP, "overlap": OverlapDDP}[variant](model)
+    return wrapper, wrapper.finish_gradient_synchronization
+
+
+def _measure(variant: str, base: Workload, plan: Plan, world_size: int) -> dict[str, Any]:
+    """Train a copy of ``base.model`` wrapped as ``variant``; return its result row."""
+    model = copy.deepcopy(base.model)
+    wrapped, finish = _wrap(variant, model, base.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    scaler = torch.amp.GradScaler(base.device.type, enabled=plan.precision == "fp16")
+    timer = PhaseTimer(base.device)
+    for step in range(plan.warmup + plan.steps):
+        if step == plan.warmup:
+            timer.clear()
+        optimizer.zero_grad(set_to_none=False)  # BucketedDDP keeps .grad as bucket views
+        with timer.phase("forward"), base.autocast():
+            loss = lm_loss(wrapped(base.inputs), base.targets)
+        with timer.phase("backward"):
+            scaler.scale(loss).backward()
+        if finish is not None:
+            with timer.phase("sync"):
+                finish()
+        with timer.phase("optimizer"):
+            scaler.step(optimizer)
+            scaler.update()
+    per_step = [sum(samples[i] for samples in timer.samples.values()) for i in range(plan.steps)]
+    del wrapped, finish, optimizer, model
+    free_memory(base.device)
+    return {"variant": variant, "world_size": world_size, "phases": timer.summary(), "step": summarize(per_step)}
+
+
+def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
+    """Everything one rank measures (inside an initialized process group); rows in plan order."""
+    if plan.device_type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        # The ranks share this machine's cores.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    rows = []
+    for size in plan.sizes:
+        config = model_config(size, plan.context_length, attention=plan.attention)
+        # seed=rank: different weights per rank (the wrappers broadcast rank 0's) and a batch of its own.
+        base = Workload(config, batch_size=plan.batch_size, device=device, precision=plan.precision, seed=rank)
+        variants = progress(plan.variants, f"benchkit ddp {size}") if rank == 0 else plan.variants
+        for variant in variants:
+            row = {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
+                   "batch_size_per_rank": plan.batch_size, "precision": plan.precision}
+            rows.append({**row, **_measure(variant, base, plan, world_size)})
+        del base
+        free_memory(device)
+    return rows
+
+
+def add_derived_columns(rows: list[dict[str, Any]]) -> None:
+    """Fill ``step_ms``, ``sync_ms``, ``over_local_ms``, ``hidden_pct`` and ``vs_torch`` (see the module docstring)."""
+    for row in rows:
+        row["step_ms"] = row["step"].mean * 1e3
+        row["step_std_ms"] = row["step"].std * 1e3
+        row["sync_ms"] = row["phases"]["sync"].mean * 1e3 if "sync" in row["phases"] else None
+    for size in dict.fromkeys(row["size"] for row in rows):
+        same = {row["variant"]: row for row in rows if row["size"] == size}
+        local, naive = same.get("local"), same.get("naive")
+        torch_ddp = same.get(f"torch-ddp-{TORCH_DDP_BUCKET_MB}MB")
+        for row in same.values():
+            row["over_local_ms"] = row["step_ms"] - local["step_ms"] if local else None
+            row["hidden_pct"] = (100 * (1 - row["sync_ms"] / naive["sync_ms"])
+                                 if naive and row["sync_ms"] is not None and naive["sync_ms"] > 0 else None)
+            row["vs_torch"] = row["step_ms"] / torch_ddp["step_ms"] if torch_ddp else None
+
+
+def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The printed view: milliseconds, one line per (size, variant)."""
+    def phase_ms(row, phase):
+        return row["phases"][phase].mean * 1e3 if phase in row["phases"] else None
+
+    return [
+        {"size": row["size"], "ranks": row["world_size"], "variant": row["variant"], "step_ms": row["step_ms"],
+         "std_ms": row["step_std_ms"], "fwd_ms": phase_ms(row, "forward"), "bwd_ms": phase_ms(row, "backward"),
+         "sync_ms": row["sync_ms"], "opt_ms": phase_ms(row, "optimizer"), "over_local_ms": row["over_local_ms"],
+         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"]}
+        for row in rows
+    ]
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: int, backend: str) -> None:
+    """Print the table and write ``ddp.json`` (+ CSV) and one PNG per size into ``args.out``."""
+    add_derived_columns(rows)
+    plan = rows[0]
+    print(f"device: {environment()['device']}; {world_size} ranks over {backend}; "
+          f"{plan['batch_size_per_rank']} x {plan['context_length']} tokens per rank; {plan['precision']}; "
+          f"{args.warmup} warm-up + {args.steps} timed steps")
+    print(format_table(table_rows(rows)))
+    meta = {**options_for_json(args), "world_size": world_size, "backend": backend}
+    path = write_results(args.out, "ddp", rows, meta=meta, csv=args.csv)
+    print(f"results: {path}")
+    for size in dict.fromkeys(row["size"] for row in rows):
+        same = [row for row in rows if row["size"] == size]
+        series = {"step": [row["step_ms"] for row in same]}
+        if any(row["over_local_ms"] is not None for row in same):
+            series["step minus local"] = [row["over_local_ms"] for row in same]
+        if any(row["sync_ms"] is not None for row in same):
+            series["in finish (sync)"] = [row["sync_ms"] for row in same]
+        png = bar_plot(args.out / f"ddp_{size}.png", [row["variant"] for row in same], series,
+                       title=f"{size}: ms per step, {world_size} ranks ({backend}), {plan['precision']}",
+                       ylabel="ms (mean)", size=(max(800, PLOT_PX_PER_VARIANT * len(same)), 500))
+        print(f"plot: {png}")
+
+
+def _under_launcher() -> bool:
+    """True when started by torchrun (or any launcher that sets RANK and WORLD_SIZE)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compile:
+        raise BenchkitError("--compile is not supported: a compiled backward runs the gradient hooks only at its "
+                            "end, which would disable the overlap being measured")
+    device = resolve_device(args.device)
+    if len(args.context_length) != 1 or len(args.precision) != 1:
+        raise BenchkitError("benchkit ddp compares variants at one --context-length and one --precision per run")
+    sizes = args.size or (["tiny"] if device.type == "cpu" else ["small", "xl"])
+    plan = Plan(sizes=tuple(sizes), context_length=args.context_length[0], batch_size=args.batch_size,
+                precision=args.precision[0], attention=args.attention,
+                variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
+                steps=args.steps, device_type=device.type)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+
+    if _under_launcher():
+        created = not dist.is_initialized()
+        if created:
+            if device.type == "cuda":
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+            dist.init_process_group(backend)
+        try:
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+            rows = run_rank(rank, world_size, plan)
+        finally:
+            if created:
+                dist.destroy_process_group()
+        if rank == 0:
+            report(rows, args, world_size=world_size, backend=backend)
+        return 0
+
+    from ddp.launch import spawn
+
+    nproc = args.nproc or (torch.cuda.device_count() if device.type == "cuda" else 2)
+    if device.type == "cuda" and nproc > torch.cuda.device_count():
+        raise BenchkitError(f"--nproc {nproc} needs {nproc} GPUs (one per rank), "
+                            f"but {torch.cuda.device_count()} are visible")
+    rows = spawn(run_rank, nproc, args=(plan,), backend=backend, timeout_s=args.timeout_s)[0]
+    report(rows, args, world_size=nproc, backend=backend)
+    return 0
