@@ -1,0 +1,70 @@
+"""``benchkit ddp`` at a tiny CPU size: both ways of starting, the result files, the derived columns."""
+
+import json
+
+import pytest
+
+from benchkit.cli import main
+from benchkit.commands.ddp import add_derived_columns
+from benchkit.timing import summarize
+from ddp.launch import spawn
+
+TINY = ["--device", "cpu", "--size", "tiny", "--context-length", "8", "--batch-size", "1", "--warmup", "0",
+        "--steps", "2"]
+
+
+@pytest.mark.distributed
+def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
+    code = main(["ddp", *TINY, "--nproc", "2", "--bucket-mb", "1", "1000", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "2 ranks over gloo" in out and "x_torch" in out
+    document = json.loads((tmp_path / "ddp.json").read_text())
+    assert document["meta"]["world_size"] == 2 and document["meta"]["backend"] == "gloo"
+    rows = document["rows"]
+    assert [r["variant"] for r in rows] == ["local", "naive", "flat", "overlap", "bucketed-1MB", "bucketed-1000MB",
+                                            "torch-ddp-25MB"]
+    for row in rows:
+        assert row["size"] == "tiny" and row["world_size"] == 2 and row["step"]["mean"] > 0
+        assert set(row["phases"]) == ({"forward", "backward", "optimizer"} |
+                                      ({"sync"} if row["variant"] not in ("local", "torch-ddp-25MB") else set()))
+        for key in ("step_ms", "step_std_ms", "sync_ms", "over_local_ms", "hidden_pct", "vs_torch"):
+            assert key in row
+    assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def _under_torchrun(rank, world_size, out_dir):
+    # ddp.launch.spawn sets RANK and WORLD_SIZE and initializes the group, as torchrun would.
+    return main(["ddp", *TINY, "--variants", "bucketed", "torch-ddp", "--bucket-mb", "25", "--out", out_dir])
+
+
+@pytest.mark.distributed
+def test_under_a_launcher_it_does_not_spawn_and_rank_zero_writes(tmp_path):
+    assert spawn(_under_torchrun, 2, args=(str(tmp_path),), timeout_s=120) == [0, 0]
+    document = json.loads((tmp_path / "ddp.json").read_text())
+    assert document["meta"]["world_size"] == 2
+    assert [r["variant"] for r in document["rows"]] == ["bucketed-25MB", "torch-ddp-25MB"]
+
+
+def test_derived_columns_by_hand():
+    def row(variant, step_s, sync_s=None):
+        phases = {"forward": summarize([step_s / 2])}
+        if sync_s is not None:
+            phases["sync"] = summarize([sync_s])
+        return {"size": "xl", "variant": variant, "step": summarize([step_s]), "phases": phases}
+
+    rows = [row("local", 0.100), row("naive", 0.150, 0.040), row("bucketed-25MB", 0.104, 0.002),
+            row("torch-ddp-25MB", 0.105)]
+    add_derived_columns(rows)
+    local, naive, bucketed, torch_ddp = rows
+    assert bucketed["over_local_ms"] == pytest.approx(4.0) and torch_ddp["over_local_ms"] == pytest.approx(5.0)
+    assert naive["hidden_pct"] == pytest.approx(0.0) and bucketed["hidden_pct"] == pytest.approx(95.0)
+    assert local["hidden_pct"] is None and torch_ddp["sync_ms"] is None
+    assert bucketed["vs_torch"] == pytest.approx(104 / 105)
+
+
+def test_bad_requests_are_one_line_errors(capsys):
+    assert main(["ddp", *TINY, "--compile"]) == 2
+    assert "--compile is not supported" in capsys.readouterr().err
+    assert main(["ddp", *TINY, "--precision", "fp32", "bf16"]) == 2
+    assert "one --context-length and one --precision" in capsys.readouterr().err
