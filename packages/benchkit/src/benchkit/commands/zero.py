@@ -169,7 +169,13 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
 
 def _rank_main(rank: int, world_size: int, plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Everything one rank measures, in plan order (runs inside an initialized process group)."""
-    device = torch.device("cuda", torch.cuda.current_device()) if plan["device_type"] == "cuda" else torch.device("cpu")
+    if plan["device_type"] == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+        # Share the cores instead of every rank starting one thread per core: oversubscribed
+        # OpenMP threads spin against each other (torchrun sets OMP_NUM_THREADS=1 for the same reason).
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     results = []
     for size in plan["sizes"]:
         for variant in plan["variants"]:
