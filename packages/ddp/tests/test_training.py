@@ -192,6 +192,11 @@ def _ranks_train(rank, world_size, data_seed):
             ),
             "shift": model.shift.clone(),
             "buckets": wrapper.bucket_members if isinstance(wrapper, BucketedDDP) else None,
+            # BucketedDDP: the gradients of one bucket live in one buffer (views, no copies)
+            "storages_per_bucket": [
+                len({dict(model.named_parameters())[n].grad.untyped_storage().data_ptr() for n in bucket})
+                for bucket in wrapper.bucket_members
+            ] if isinstance(wrapper, BucketedDDP) else None,
         }
         model, _ = train(micro, rank, world_size, MICRO_BATCHES, make_wrapper)
         out["accumulated"][name] = snapshot(model)
@@ -253,6 +258,8 @@ def test_wrappers_match_single_process_training(world_size):
     assert buckets["bucketed-one"] == [["low.bias", "low.weight"], ["wide.bias", "wide.weight"],
                                        [n for n in reversed(trainable) if not n.startswith(("low", "wide"))]]
     assert 3 < len(buckets["bucketed-medium"]) < len(trainable)
+    for name in ("bucketed-tiny", "bucketed-medium", "bucketed-one"):
+        assert results[0]["contract"][name]["storages_per_bucket"] == [1] * len(buckets[name])
 
     if world_size == 2:
         for name, errors in results[0]["compressed_sum"].items():

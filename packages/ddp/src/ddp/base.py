@@ -91,6 +91,10 @@ class DataParallel(nn.Module):
         self.module = module
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.world_size = dist.get_world_size(self.process_group)
+        # NCCL averages inside the collective (ncclAvg, NCCL >= 2.10), which saves a pass
+        # over every gradient; gloo has no AVG reduction, so there we sum, then divide.
+        self._collective_averages = dist.get_backend(self.process_group) == dist.Backend.NCCL
+        self._reduce_op = dist.ReduceOp.AVG if self._collective_averages else dist.ReduceOp.SUM
         self.rank = dist.get_rank(self.process_group)
         self.compress_bf16 = compress_bf16
         # Unique trainable tensors in registration order: named_parameters() yields a
@@ -143,7 +147,10 @@ class DataParallel(nn.Module):
             self._sync_enabled = previous
 
     def finish_gradient_synchronization(self) -> None:
-        """Average every trainable parameter's gradient over the ranks (sum, then divide).
+        """Average every trainable parameter's gradient over the ranks.
+
+        On gloo, which has no AVG reduction, gradients are summed, then divided by
+        the world size; on NCCL the all-reduce averages itself (``ReduceOp.AVG``).
 
         Call it after ``loss.backward()`` and before ``optimizer.step()``, on
         every rank. When it returns, each trainable parameter has a ``.grad``
@@ -203,11 +210,19 @@ class DataParallel(nn.Module):
             return grad
         return grad.to(dtype=wire_dtype, memory_format=torch.contiguous_format)
 
-    def _average_into(self, grad: torch.Tensor, summed: torch.Tensor) -> None:
-        """``grad <- summed / world_size``; ``summed`` is ``grad`` itself or its wire copy."""
-        if summed is not grad:
-            grad.copy_(summed)
-        grad.div_(self.world_size)  # gloo has no AVG reduction: sum, then divide
+    def _all_reduce(self, tensor: torch.Tensor, async_op: bool = False):
+        """All-reduce ``tensor`` in place: its average on NCCL, its sum elsewhere (see :meth:`_finish_average`)."""
+        return dist.all_reduce(tensor, op=self._reduce_op, group=self.process_group, async_op=async_op)
+
+    def _finish_average(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Turn an all-reduced ``tensor`` into the average: divide by the world size unless the collective did."""
+        return tensor if self._collective_averages else tensor.div_(self.world_size)
+
+    def _average_into(self, grad: torch.Tensor, reduced: torch.Tensor) -> None:
+        """``grad <- average``, where ``reduced`` is ``grad`` itself or its wire copy, all-reduced."""
+        if reduced is not grad:
+            grad.copy_(reduced)
+        self._finish_average(grad)
 
     # -- construction ------------------------------------------------------------
 

@@ -76,7 +76,7 @@ class BucketedDDP(DataParallel):
     launched strictly in index order on every rank (see :mod:`ddp.ordering`).
     ``finish_gradient_synchronization()`` launches buckets still waiting (a
     parameter without a gradient on this rank contributes zeros), waits, and
-    divides by the world size.
+    averages (see :meth:`finish_gradient_synchronization`).
 
     Few large buckets pay little message latency but start late (the first
     bucket waits for its last gradient); many small ones start early but pay
@@ -178,7 +178,7 @@ class BucketedDDP(DataParallel):
                 view.copy_(param.grad)
             param.grad = view
         send = bucket.buffer if bucket.wire is None else bucket.wire.copy_(bucket.buffer)
-        return dist.all_reduce(send, group=self.process_group, async_op=True)
+        return self._all_reduce(send, async_op=True)
 
     @torch.no_grad()
     def _complete(self, unit: int) -> None:

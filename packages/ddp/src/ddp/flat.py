@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from ddp.base import DataParallel
 from ddp.errors import sync_failed
@@ -53,10 +52,10 @@ class FlatDDP(DataParallel):
             grads = [self._grad_or_zeros(i) for i in indices]
             flat = torch.cat([g.reshape(-1) for g in grads]).to(self._wire_dtype(grads[0].dtype))
             try:
-                dist.all_reduce(flat, group=self.process_group)
+                self._all_reduce(flat)
             except RuntimeError as error:
                 pending = [self._param_names[i] for later in self._groups[position:] for i in later]
                 raise sync_failed(pending, error) from error
-            flat = flat.to(grads[0].dtype).div_(self.world_size)  # gloo has no AVG: sum, then divide
+            flat = self._finish_average(flat.to(grads[0].dtype))
             for grad, piece in zip(grads, flat.split([g.numel() for g in grads])):
                 grad.copy_(piece.view_as(grad))

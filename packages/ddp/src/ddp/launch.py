@@ -42,6 +42,12 @@ import torch.distributed as dist
 __all__ = ["find_free_port", "spawn", "DistributedRunError"]
 
 
+# After a rank fails, the others usually fail soon too (their collectives with it
+# break) or block in a collective forever. Their reports are awaited this long, so
+# that the root cause and its consequences are reported together.
+FAILURE_GRACE_S = 5.0
+
+
 class DistributedRunError(RuntimeError):
     """A rank raised, exited without a result, or missed the deadline."""
 
@@ -120,7 +126,9 @@ def spawn(
         ValueError: ``world_size`` < 1 or an unknown ``backend``.
         DistributedRunError: a rank raised (its traceback is in the message),
             exited without reporting, or was still running at the deadline.
-            All ranks are terminated before this is raised.
+            After a failure the other ranks get ``FAILURE_GRACE_S`` seconds to
+            report theirs, which the message includes. All ranks are terminated
+            before this is raised.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -166,9 +174,10 @@ def spawn(
                     if results.empty():
                         for r in dead:
                             failures[r] = f"exited with code {procs[r].exitcode} and no result"
-                if failures:
-                    break
+                        deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
                 if time.monotonic() > deadline:
+                    if failures:
+                        break
                     missing = [r for r in range(world_size) if r not in values]
                     raise DistributedRunError(
                         f"ranks {missing} of {world_size} still running after timeout_s={timeout_s}"
@@ -178,7 +187,7 @@ def spawn(
                 values[rank] = pickle.loads(payload)
             else:
                 failures[rank] = payload
-                break  # the other ranks are likely blocked in a collective with this one
+                deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
     finally:
         for proc in procs:
             if proc.is_alive():

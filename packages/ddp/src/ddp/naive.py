@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch.distributed as dist
-
 from ddp.base import DataParallel
 from ddp.errors import sync_failed
 
@@ -44,7 +42,7 @@ class NaiveDDP(DataParallel):
             grad = self._grad_or_zeros(index)
             wire = self._wire_tensor(grad)
             try:
-                dist.all_reduce(wire, group=self.process_group)
+                self._all_reduce(wire)
             except RuntimeError as error:
                 raise sync_failed(self._param_names[index:], error) from error
             self._average_into(grad, wire)

@@ -18,7 +18,7 @@ class OverlapDDP(DataParallel):
     asynchronous all-reduce of its gradient as soon as backward has finished
     accumulating it, while backward keeps computing the gradients of earlier
     layers. ``finish_gradient_synchronization()`` waits for the all-reduces and
-    divides by the world size. All-reduces are issued in reverse registration
+    averages. All-reduces are issued in reverse registration
     order (roughly the order backward produces gradients) and strictly in that
     order on every rank (see :mod:`ddp.ordering`), so a gradient that becomes ready
     early waits for the ones before it. Many small tensors still pay one
@@ -69,7 +69,7 @@ class OverlapDDP(DataParallel):
         (index,) = self._launcher.units[unit]
         wire = self._wire_tensor(self._grad_or_zeros(index))
         self._wire[unit] = wire
-        return dist.all_reduce(wire, group=self.process_group, async_op=True)
+        return self._all_reduce(wire, async_op=True)
 
     def _complete(self, unit: int) -> None:
         (index,) = self._launcher.units[unit]
