@@ -177,11 +177,11 @@ class ShardedOptimizer(Optimizer):
 
         Works at any time; every rank must add the same groups in the same order.
         """
-        super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        loads = [0] * self._world_size
-        for param, owner in zip(self._all_params(), self._owners):
+        loads = [0] * self._world_size  # elements each rank owns before this group
+        for param, owner in zip(self._all_params(), self._owners, strict=True):
             loads[owner] += param.numel()
+        super().add_param_group(param_group)  # validates, fills in defaults, appends to param_groups
+        group = self.param_groups[-1]
         new_owners = partition_parameters([p.numel() for p in group["params"]], self._world_size, loads)
         self._owners.extend(new_owners)
         local_group = {k: v for k, v in group.items() if k not in _PARAM_KEYS}
