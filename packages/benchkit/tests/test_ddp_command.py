@@ -25,12 +25,14 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     assert [r["variant"] for r in rows] == ["local", "naive", "flat", "overlap", "bucketed-1MB", "bucketed-1000MB",
                                             "torch-ddp-25MB"]
     for row in rows:
-        assert row["size"] == "tiny" and row["world_size"] == 2 and row["step"]["mean"] > 0
+        assert row["status"] == "ok" and row["size"] == "tiny" and row["world_size"] == 2 and row["step"]["mean"] > 0
         assert set(row["phases"]) == ({"forward", "backward", "optimizer"} |
                                       ({"sync"} if row["variant"] not in ("local", "torch-ddp-25MB") else set()))
         for key in ("step_ms", "step_std_ms", "sync_ms", "over_local_ms", "hidden_pct", "vs_torch"):
             assert key in row
     assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    partial = json.loads((tmp_path / "ddp.partial.json").read_text())["rows"]  # saved by rank 0 as it went
+    assert [r["variant"] for r in partial] == [r["variant"] for r in rows]
 
 
 def _under_torchrun(rank, world_size, out_dir):
@@ -51,12 +53,13 @@ def test_derived_columns_by_hand():
         phases = {"forward": summarize([step_s / 2])}
         if sync_s is not None:
             phases["sync"] = summarize([sync_s])
-        return {"size": "xl", "variant": variant, "step": summarize([step_s]), "phases": phases}
+        return {"size": "xl", "variant": variant, "status": "ok", "step": summarize([step_s]), "phases": phases}
 
     rows = [row("local", 0.100), row("naive", 0.150, 0.040), row("bucketed-25MB", 0.104, 0.002),
-            row("torch-ddp-25MB", 0.105)]
+            row("torch-ddp-25MB", 0.105), {"size": "xl", "variant": "flat", "status": "OOM"}]
     add_derived_columns(rows)
-    local, naive, bucketed, torch_ddp = rows
+    local, naive, bucketed, torch_ddp, failed = rows
+    assert failed["step_ms"] is None and failed["vs_torch"] is None
     assert bucketed["over_local_ms"] == pytest.approx(4.0) and torch_ddp["over_local_ms"] == pytest.approx(5.0)
     assert naive["hidden_pct"] == pytest.approx(0.0) and bucketed["hidden_pct"] == pytest.approx(95.0)
     assert local["hidden_pct"] is None and torch_ddp["sync_ms"] is None

@@ -32,8 +32,11 @@ that backward did not hide:
 It starts both ways: ``benchkit ddp --nproc N`` spawns N ranks on this node
 through :func:`ddp.launch.spawn` (NCCL and one GPU per rank on CUDA, gloo on
 CPU); under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set) it spawns nothing and
-rank 0 writes the results. A rank that fails (out of memory included) stops
-the run: ranks that went on would wait for it in a collective.
+rank 0 writes the results. A variant that fails alike on every rank (out of
+memory, say) is recorded with its ``status`` and the run goes on (exit status
+1); a rank failing alone leaves the others waiting in a collective until the
+process group's timeout (``--timeout-s``) ends the run. Rank 0 saves the rows
+measured so far to ``ddp.partial.json`` after every variant.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class Plan:
     warmup: int
     steps: int
     device_type: str
+    out_dir: str  # rank 0 saves the rows measured so far here (ddp.partial.json) after every variant
 
 
 def variant_names(kinds, bucket_mbs) -> list[str]:
@@ -154,9 +158,7 @@ def _measure(variant: str, base: Workload, plan: Plan, world_size: int) -> dict[
             scaler.step(optimizer)
             scaler.update()
     per_step = [sum(samples[i] for samples in timer.samples.values()) for i in range(plan.steps)]
-    del wrapped, finish, optimizer, model
-    free_memory(base.device)
-    return {"variant": variant, "world_size": world_size, "phases": timer.summary(), "step": summarize(per_step)}
+    return {"status": "ok", "phases": timer.summary(), "step": summarize(per_step)}
 
 
 def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
@@ -176,21 +178,39 @@ def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
         variants = progress(plan.variants, f"benchkit ddp {size}") if rank == 0 else plan.variants
         for variant in variants:
             row = {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
-                   "batch_size_per_rank": plan.batch_size, "precision": plan.precision}
-            rows.append({**row, **_measure(variant, base, plan, world_size)})
+                   "batch_size_per_rank": plan.batch_size, "precision": plan.precision, "variant": variant,
+                   "world_size": world_size}
+            # A failure every rank hits alike (out of memory, an unsupported setting) is recorded and the
+            # run goes on; one rank failing alone leaves the others waiting in a collective until the
+            # process group's timeout.
+            try:
+                row.update(_measure(variant, base, plan, world_size))
+            except torch.OutOfMemoryError:
+                row["status"] = "OOM"
+            except Exception as error:  # noqa: BLE001 - recorded in the row, see above
+                row["status"] = f"error: {type(error).__name__}: {error}"
+            free_memory(device)  # after the except blocks: a traceback would keep the variant's model alive
+            rows.append(row)
+            if rank == 0:
+                write_results(plan.out_dir, "ddp.partial", rows)
         del base
         free_memory(device)
     return rows
 
 
 def add_derived_columns(rows: list[dict[str, Any]]) -> None:
-    """Fill ``step_ms``, ``sync_ms``, ``over_local_ms``, ``hidden_pct`` and ``vs_torch`` (see the module docstring)."""
+    """Fill ``step_ms``, ``sync_ms``, ``over_local_ms``, ``hidden_pct`` and ``vs_torch`` (see the module
+    docstring) in the rows with status ``"ok"``; the others get ``None``."""
+    derived = ("step_ms", "step_std_ms", "sync_ms", "over_local_ms", "hidden_pct", "vs_torch")
     for row in rows:
+        if row["status"] != "ok":
+            row.update(dict.fromkeys(derived))
+            continue
         row["step_ms"] = row["step"].mean * 1e3
         row["step_std_ms"] = row["step"].std * 1e3
         row["sync_ms"] = row["phases"]["sync"].mean * 1e3 if "sync" in row["phases"] else None
     for size in dict.fromkeys(row["size"] for row in rows):
-        same = {row["variant"]: row for row in rows if row["size"] == size}
+        same = {row["variant"]: row for row in rows if row["size"] == size and row["status"] == "ok"}
         local, naive = same.get("local"), same.get("naive")
         torch_ddp = same.get(f"torch-ddp-{TORCH_DDP_BUCKET_MB}MB")
         for row in same.values():
@@ -203,13 +223,13 @@ def add_derived_columns(rows: list[dict[str, Any]]) -> None:
 def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The printed view: milliseconds, one line per (size, variant)."""
     def phase_ms(row, phase):
-        return row["phases"][phase].mean * 1e3 if phase in row["phases"] else None
+        return row["phases"][phase].mean * 1e3 if phase in row.get("phases", {}) else None
 
     return [
         {"size": row["size"], "ranks": row["world_size"], "variant": row["variant"], "step_ms": row["step_ms"],
          "std_ms": row["step_std_ms"], "fwd_ms": phase_ms(row, "forward"), "bwd_ms": phase_ms(row, "backward"),
          "sync_ms": row["sync_ms"], "opt_ms": phase_ms(row, "optimizer"), "over_local_ms": row["over_local_ms"],
-         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"]}
+         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"], "status": row["status"]}
         for row in rows
     ]
 
@@ -226,7 +246,9 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: 
     path = write_results(args.out, "ddp", rows, meta=meta, csv=args.csv)
     print(f"results: {path}")
     for size in dict.fromkeys(row["size"] for row in rows):
-        same = [row for row in rows if row["size"] == size]
+        same = [row for row in rows if row["size"] == size and row["status"] == "ok"]
+        if not same:
+            continue
         series = {"step": [row["step_ms"] for row in same]}
         if any(row["over_local_ms"] is not None for row in same):
             series["step minus local"] = [row["over_local_ms"] for row in same]
@@ -254,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan(sizes=tuple(sizes), context_length=args.context_length[0], batch_size=args.batch_size,
                 precision=args.precision[0], attention=args.attention,
                 variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
-                steps=args.steps, device_type=device.type)
+                steps=args.steps, device_type=device.type, out_dir=str(args.out))
     backend = "nccl" if device.type == "cuda" else "gloo"
 
     if _under_launcher():
@@ -271,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
                 dist.destroy_process_group()
         if rank == 0:
             report(rows, args, world_size=world_size, backend=backend)
-        return 0
+        return 0 if all(row["status"] == "ok" for row in rows) else 1
 
     from ddp.launch import spawn
 
@@ -281,4 +303,4 @@ def run(args: argparse.Namespace) -> int:
                             f"but {torch.cuda.device_count()} are visible")
     rows = spawn(run_rank, nproc, args=(plan,), backend=backend, timeout_s=args.timeout_s)[0]
     report(rows, args, world_size=nproc, backend=backend)
-    return 0
+    return 0 if all(row["status"] == "ok" for row in rows) else 1
