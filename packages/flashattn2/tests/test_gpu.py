@@ -2,11 +2,11 @@
 
 Run on the GPU machine with::
 
-    FLASHATTN2_AUTOTUNE=0 PYTHONPATH=packages/flashattn2/src python -m pytest packages/flashattn2/tests -m gpu -n 4
+    FLASHATTN2_AUTOTUNE=0 PYTHONPATH=packages/flashattn2/src python -m pytest packages/flashattn2/tests -m gpu -n 3
 
 (``FLASHATTN2_AUTOTUNE=0`` runs each kernel's default tile configuration instead
 of tuning every (head dim, dtype, causal) combination; the benchmark script
-checks the tuned configurations; ``-n 4`` (pytest-xdist) compiles in parallel.)
+checks the tuned configurations; ``-n 3`` (pytest-xdist) compiles in parallel.)
 """
 
 import pytest
@@ -56,7 +56,8 @@ def test_head_dims_that_need_padding_or_small_tiles(dtype, head_dim):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_matches_float64_reference_at_16k(causal):
-    q, k, v = _inputs((1, 2, 16384, 64), (1, 2, 16384, 64), torch.bfloat16)
+    # One head: the float64 reference materializes several 16384 x 16384 matrices (2 GiB each).
+    q, k, v = _inputs((1, 1, 16384, 64), (1, 1, 16384, 64), torch.bfloat16)
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
 
 
@@ -100,6 +101,9 @@ def _extra_memory_of_forward_backward(n: int, heads: int = 16, head_dim: int = 6
     q, k, v = (torch.randn(1, heads, n, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     grad_out = torch.randn_like(q)
+    # A first run compiles and (Triton 3.6 even with one configuration) benchmarks
+    # through do_bench, whose 256 MB cache-flush buffer must not count.
+    torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), grad_out)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()

@@ -73,10 +73,15 @@ def head_dim_block(head_dim: int) -> int:
     return max(MIN_DOT_DIM, triton.next_power_of_2(head_dim))
 
 
+# Above this length a head already has more tiles than an H100 has SMs (132) for
+# every tile size tried, so longer sequences reuse the tuning of this bucket.
+MAX_SEQ_BUCKET = 16384
+
+
 def seq_len_bucket(n: int) -> int:
-    """Autotuning key for a sequence length: the next power of two, so that each
-    length does not trigger a new tuning run."""
-    return triton.next_power_of_2(max(n, 1))
+    """Autotuning key for a sequence length: the next power of two (at most
+    ``MAX_SEQ_BUCKET``), so that each length does not trigger a new tuning run."""
+    return min(triton.next_power_of_2(max(n, 1)), MAX_SEQ_BUCKET)
 
 
 def autotuning() -> bool:
