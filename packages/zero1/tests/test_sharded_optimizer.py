@@ -75,9 +75,10 @@ def _assert_state_only_for_owned(opt, label):
     assert all(p in owned for p in opt.state), f"{label}: state for a parameter this rank does not own"
     local = [p for g in opt.local_optimizer.param_groups for p in g["params"]]
     assert len(local) == len(owned) and set(local) == owned, f"{label}: local optimizer holds other params"
-    owners = [None] * opt.world_size
-    dist.all_gather_object(owners, opt.owners)
-    assert all(o == opt.owners for o in owners), f"{label}: ranks disagree on the partition"
+    mine = torch.tensor(opt.owners)
+    everyone = [torch.empty_like(mine) for _ in range(opt.world_size)]
+    dist.all_gather(everyone, mine)  # (not all_gather_object: it needs NumPy, which zero1's env lacks)
+    assert all(torch.equal(o, mine) for o in everyone), f"{label}: ranks disagree on the partition"
 
 
 def _scenarios():
@@ -214,9 +215,9 @@ def _check_state_balance(rank, world_size):
     opt.step()
     elements = sum(s["exp_avg"].numel() + s["exp_avg_sq"].numel() for s in opt.state.values())
     assert elements <= 2 * (sum(sizes) / world_size + max(sizes))
-    counts = [None] * world_size
-    dist.all_gather_object(counts, elements)
-    assert sum(counts) == 2 * sum(sizes)
+    total = torch.tensor([elements])
+    dist.all_reduce(total)
+    assert total.item() == 2 * sum(sizes)
 
 
 # ---------------------------------------------------------------- checkpoints

@@ -19,6 +19,7 @@ from torch.optim import Optimizer
 
 from zero1.broadcast import BROADCAST_MODES, ParameterBroadcaster
 from zero1.checkpoint import SHARD_KEY, merge_sharded_state_dicts
+from zero1.gather import gather_objects
 from zero1.partition import partition_parameters
 
 __all__ = ["ShardedOptimizer"]
@@ -247,10 +248,8 @@ class ShardedOptimizer(Optimizer):
         """
         if not isinstance(to, int) or not 0 <= to < self._world_size:
             raise ValueError(f"to must be a rank in 0..{self._world_size - 1}, got {to!r}")
-        shard = _to_cpu(self.sharded_state_dict())
-        shards = [None] * self._world_size if self._rank == to else None
-        dist.gather_object(shard, shards, group=self._process_group, group_dst=to)
-        self._consolidated = merge_sharded_state_dicts(shards) if self._rank == to else None
+        shards = gather_objects(_to_cpu(self.sharded_state_dict()), to, self._process_group)
+        self._consolidated = None if shards is None else merge_sharded_state_dicts(shards)
 
     def state_dict(self) -> dict[str, Any]:
         """The consolidated state dict, loadable into plain ``optimizer_cls`` or any world size.
