@@ -126,3 +126,20 @@ def test_model_command_on_gpu_reports_mfu_for_known_devices(tmp_path):
     assert (row["mfu"] is not None) == known
     if known:
         assert 0 < row["mfu"] < 1
+
+
+def test_an_out_of_memory_configuration_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import benchkit.commands.model as model_command
+
+    real_workload = model_command.Workload
+
+    def workload_that_fails_for_bf16(config, **kwargs):
+        if kwargs["precision"] == "bf16":
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real_workload(config, **kwargs)
+
+    monkeypatch.setattr(model_command, "Workload", workload_that_fails_for_bf16)
+    assert main(["model", "--size", "tiny", "--context-length", "8", "--precision", "bf16", "fp32", "--warmup", "0",
+                 "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "model.json").read_text())["rows"]
+    assert [(r["precision"], r["status"]) for r in rows] == [("bf16", "OOM"), ("fp32", "ok")]

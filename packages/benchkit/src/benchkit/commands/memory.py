@@ -86,7 +86,7 @@ def measure_peak(
     torch.cuda.reset_peak_memory_stats(device)
     start_bytes = torch.cuda.memory_allocated(device)
     if snapshot_path is not None:
-        torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_EVENTS, stacks="python")
+        torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_EVENTS, stacks="python", clear_history=True)
     workload = None
     try:
         config = model_config(size, context_length, attention=attention)

@@ -73,15 +73,16 @@ def benchmark(
         size=size, parameters=parameter_count(config), context_length=context_length, batch_size=batch_size,
         mode=mode, precision=precision, attention=attention, compile=compile, warmup=warmup, steps=steps,
     )
+    workload = stats = None
     try:
         workload = Workload(config, batch_size=batch_size, device=device, precision=precision, compile=compile)
         stats = measure(workload, mode, warmup=warmup, steps=steps)
     except torch.OutOfMemoryError:
-        workload = None
-        free_memory(device)
-        return {**row, "status": "OOM"}
+        pass  # recorded below; memory is freed once the exception (and its frames) are gone
     del workload
     free_memory(device)
+    if stats is None:
+        return {**row, "status": "OOM"}
     step = stats.pop("step")
     flops = model_flops(config, batch_size, context_length, backward=mode != "forward")
     peak = peak_flops(torch.cuda.get_device_name(device), precision,
