@@ -1,6 +1,9 @@
 """The shared launcher: results come back by rank, failures and hangs become errors."""
 
+import importlib.util
 import os
+import sys
+import types
 
 import pytest
 import torch
@@ -62,3 +65,22 @@ def test_bad_arguments():
         spawn(_sum_of_ranks, 0)
     with pytest.raises(ValueError, match="backend"):
         spawn(_sum_of_ranks, 2, backend="mpi")
+
+
+def test_function_from_a_module_loaded_by_path(tmp_path):
+    # As pytest's importlib import mode loads test files: by path, under a dotted
+    # name (parents registered as empty modules), without putting their folder on sys.path.
+    (tmp_path / "outer" / "inner").mkdir(parents=True)
+    source = tmp_path / "outer" / "inner" / "by_path.py"
+    source.write_text("def triple(rank, world_size, x):\n    return 3 * x + rank\n")
+    spec = importlib.util.spec_from_file_location("outer.inner.by_path", source)
+    module = importlib.util.module_from_spec(spec)
+    registered = {"outer": types.ModuleType("outer"), "outer.inner": types.ModuleType("outer.inner"),
+                  spec.name: module}
+    sys.modules.update(registered)
+    try:
+        spec.loader.exec_module(module)
+        assert spawn(module.triple, 1, args=(5,), timeout_s=60) == [15]
+    finally:
+        for name in registered:
+            del sys.modules[name]

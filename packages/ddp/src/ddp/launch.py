@@ -32,8 +32,10 @@ import os
 import pickle
 import queue
 import socket
+import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -59,13 +61,31 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _import_root(fn: Callable[..., Any]) -> str | None:
+    """The folder from which ``fn``'s module is importable under its name, if it has a file.
+
+    A module loaded from a file path rather than through ``sys.path`` (pytest's
+    ``--import-mode=importlib`` loads ``packages/ddp/tests/test_launch.py`` as
+    ``packages.ddp.tests.test_launch``) could not be imported by a fresh process;
+    the ranks put this folder on their ``sys.path`` first.
+    """
+    module = sys.modules.get(fn.__module__)
+    file = getattr(module, "__file__", None)
+    if fn.__module__ == "__main__" or file is None:
+        return None  # multiprocessing re-runs the main script in each rank itself
+    path = Path(file).resolve()
+    if path.name == "__init__.py":
+        path = path.parent
+    return str(path.parents[fn.__module__.count(".")])
+
+
 def _run_rank(
     rank: int,
     world_size: int,
     backend: str,
     port: int,
-    fn: Callable[..., Any],
-    args: Sequence[Any],
+    call: bytes,
+    import_root: str | None,
     timeout_s: float,
     results: "mp.Queue[tuple[int, bool, Any]]",
 ) -> None:
@@ -78,6 +98,9 @@ def _run_rank(
         LOCAL_WORLD_SIZE=str(world_size),
     )
     try:
+        if import_root is not None and import_root not in sys.path:
+            sys.path.append(import_root)
+        fn, args = pickle.loads(call)
         if backend == "nccl":
             torch.cuda.set_device(rank)
         dist.init_process_group(
@@ -143,10 +166,12 @@ def spawn(
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = find_free_port()
+    # Unpickled by each rank once fn's module is importable there (see _import_root).
+    call = pickle.dumps((fn, tuple(args)))
     procs = [
         ctx.Process(
             target=_run_rank,
-            args=(rank, world_size, backend, port, fn, tuple(args), timeout_s, results),
+            args=(rank, world_size, backend, port, call, _import_root(fn), timeout_s, results),
             name=f"rank{rank}",
         )
         for rank in range(world_size)
