@@ -12,9 +12,9 @@ with each optimizer variant in turn, in the same processes:
 Measured per variant: ms per training step (forward + backward + gradient
 all-reduce + optimizer step; mean and std over ``--steps`` after ``--warmup``)
 and of the optimizer step alone; the optimizer-state bytes of each rank, summed
-over its state tensors (any device); and on CUDA the allocated memory after
+over its state tensors (any device); and on CUDA the memory allocated after
 model creation, directly before and directly after the optimizer step of the
-last step, and that step's peak (largest over ranks). Predicted next to them
+last step, and that whole step's peak (each the largest over the ranks). Predicted next to them
 (:func:`zero1.predict_memory`, Rajbhandari et al. 2020): parameters + gradients
 + the rank's optimizer state, and the state bound ``(P / N + largest parameter)
 * 8 bytes`` that ``state_vs_bound`` divides by.
@@ -125,8 +125,8 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
 
     config = model_config(size, plan["context_length"])
     cuda = device.type == "cuda"
-    with torch.random.fork_rng(devices=[device] if cuda else []), torch.device(device):
-        torch.manual_seed(0)
+    torch.manual_seed(0)  # the same weights for every variant (BucketedDDP broadcasts rank 0's anyway)
+    with torch.device(device):  # initialized where it lives, not on the CPU and then copied
         net = TransformerLM(config)
     model_bytes = _allocated(device)
     model = BucketedDDP(net, bucket_size_mb=plan["bucket_size_mb"])
