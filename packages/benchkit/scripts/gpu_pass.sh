@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's GPU results in one pass on one GPU (written for an H100; about 7 minutes).
+# Issue 6's GPU results in one pass on one GPU (written for an H100; at most BUDGET_S = 520 s).
 #
 #   OUT=/path/to/empty/dir bash packages/benchkit/scripts/gpu_pass.sh     # from the repository root
 #
@@ -12,7 +12,9 @@
 #                    training step, fp32 and bf16; snapshots, timeline, breakdown vs formula
 #   profile          top kernels per phase of the small model's fp32 train step
 #   mfu_xl_256       xl train step, bf16 autocast + flashattn2 + torch.compile, context 256
-#   mfu_xl_1024      the same at context 1024 (more tokens per step)
+#   run              the end-to-end tour at GPU sizes
+#   mfu_xl_1024      the xl MFU run at context 1024 (more tokens per step); last, as the
+#                    budget allows
 # and leaves at most four files in $OUT, rebuilt after every step so that a run cut
 # short still returns what it finished:
 #   summary.md       every step's command, exit status, wall time and printed tables
@@ -97,6 +99,7 @@ step profile 60 $PY -m benchkit profile --device cuda --size small --context-len
   --mode train-step --precision fp32 --warmup 5 --steps 5 --top 15 --out "$R/profile"
 step mfu_xl_256 150 $PY -m benchkit model --device cuda --size xl --context-length 256 --batch-size 4 \
   --mode train-step --precision bf16 --attention flashattn2 --compile --warmup 5 --steps 10 --out "$R/mfu_xl_256"
+step run 100 $PY -m benchkit run --device cuda --out "$R/run"
 step mfu_xl_1024 150 $PY -m benchkit model --device cuda --size xl --context-length 1024 --batch-size 4 \
   --mode train-step --precision bf16 --attention flashattn2 --compile --warmup 5 --steps 10 --out "$R/mfu_xl_1024"
 

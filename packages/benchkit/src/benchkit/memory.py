@@ -127,7 +127,9 @@ def measure_breakdown(workload: Workload) -> dict[str, Any]:
     optimizer.zero_grad(set_to_none=True)
     before = torch.cuda.memory_allocated(workload.device) if cuda else 0
     with saved_tensor_bytes(model) as saved, workload.autocast():
-        loss = lm_loss(workload.forward_fn(workload.inputs), workload.targets)
+        # The eager model even under --compile: the formula counts eager tensors, and
+        # saved-tensor hooks are not something every torch.compile version traces.
+        loss = lm_loss(model(workload.inputs), workload.targets)
     result: dict[str, Any] = {"activations": sum(saved.values())}
     if cuda:
         result["allocated_after_forward"] = torch.cuda.memory_allocated(workload.device) - before
