@@ -106,7 +106,10 @@ def _make_optimizer(variant: str, params, bucket_size_mb: float) -> torch.optim.
 
 def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of the optimizer-state tensors this rank holds."""
-    local = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer keeps its shard's optimizer there
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    # ZeroRedundancyOptimizer keeps its shard's optimizer in .optim; ShardedOptimizer.state is its shard's.
+    local = optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
     return sum(
         value.numel() * value.element_size()
         for state in local.state.values()
