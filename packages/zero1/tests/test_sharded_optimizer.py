@@ -64,6 +64,12 @@ def _backward(model, seed, step):
     nn.functional.cross_entropy(logits.reshape(-1, _Net.vocab), targets.reshape(-1)).backward()
 
 
+def _split(model):
+    """(embedding and hidden-layer parameters, all the others): two groups to give different options."""
+    first = list(model.embed.parameters()) + list(model.hidden.parameters())
+    return first, [p for p in model.parameters() if all(p is not q for q in first)]
+
+
 def _assert_same(ref_params, sharded_params, what):
     for i, (a, b) in enumerate(zip(ref_params, sharded_params, strict=True)):
         assert torch.equal(a, b), f"{what}: parameter {i} differs by {(a - b).abs().max().item()}"
@@ -87,8 +93,7 @@ def _scenarios():
         return model.parameters()  # a generator, as users pass it
 
     def two_groups(model):
-        first = list(model.embed.parameters()) + list(model.hidden.parameters())
-        rest = [p for p in model.parameters() if all(p is not q for q in first)]
+        first, rest = _split(model)
         return [{"params": first, "lr": 0.05}, {"params": rest, "weight_decay": 0.0}]
 
     adamw = torch.optim.AdamW
@@ -165,14 +170,12 @@ def _check_add_param_group(rank, world_size, seed):
     torch.manual_seed(seed)
     ref_model = _Net()
     model = copy.deepcopy(ref_model)
-    first = lambda m: list(m.embed.parameters()) + list(m.hidden.parameters())  # noqa: E731
-    rest = lambda m: [p for p in m.parameters() if all(p is not q for q in first(m))]  # noqa: E731
-    ref = torch.optim.AdamW(first(ref_model), lr=1e-2)
-    opt = ShardedOptimizer(first(model), torch.optim.AdamW, lr=1e-2)
+    ref = torch.optim.AdamW(_split(ref_model)[0], lr=1e-2)
+    opt = ShardedOptimizer(_split(model)[0], torch.optim.AdamW, lr=1e-2)
     for step in range(STEPS):
         if step == 3:  # train the rest from now on, with its own options
             for o, m in ((ref, ref_model), (opt, model)):
-                o.add_param_group({"params": rest(m), "lr": 3e-2, "betas": (0.8, 0.99)})
+                o.add_param_group({"params": _split(m)[1], "lr": 3e-2, "betas": (0.8, 0.99)})
         for o, m in ((ref, ref_model), (opt, model)):
             o.zero_grad()
             _backward(m, seed, step)
@@ -227,8 +230,7 @@ SAVE_AT, MORE_STEPS = 4, 10
 
 def _checkpoint_groups(model):
     """Two groups with different learning rates; the frozen layer included, as users often do."""
-    first = list(model.embed.parameters()) + list(model.hidden.parameters())
-    rest = [p for p in model.parameters() if all(p is not q for q in first)]
+    first, rest = _split(model)
     return [{"params": first, "lr": 2e-2}, {"params": rest, "lr": 5e-3, "weight_decay": 0.0}]
 
 
