@@ -58,8 +58,6 @@ from benchkit.workload import Workload
 
 __all__ = ["measure_breakdown", "predicted_memory", "saved_tensor_bytes", "timeline_from_snapshot"]
 
-BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "activations")
-
 
 def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> dict[str, int]:
     """Bytes of parameters, gradients, optimizer state and activations of one

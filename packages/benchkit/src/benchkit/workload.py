@@ -148,10 +148,6 @@ class Workload:
         self.forward_fn = torch.compile(self.model) if compile else self.model
         self.inputs, self.targets = random_batch(config, batch_size, device=self.device, generator=generator)
 
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch_size * self.config.context_length
-
     def autocast(self) -> contextlib.AbstractContextManager:
         """The autocast context of this workload's precision (a no-op for fp32)."""
         if self.precision == "fp32":
