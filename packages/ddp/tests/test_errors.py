@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ddp import BucketedDDP, FlatDDP, GradientSyncError, NaiveDDP, OverlapDDP
+from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
 from ddp.launch import spawn
 
 PEER_TIMEOUT_S = 2  # the process group timeout in the "a rank skips the step" case

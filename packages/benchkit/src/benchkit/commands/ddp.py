@@ -44,8 +44,9 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import datetime
 import os
-from typing import Any, Callable
+from typing import Any, Sequence
 
 import torch
 import torch.distributed as dist
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (default: 10)")
     parser.add_argument("--timeout-s", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                        help="deadline of the whole spawned run, also the process group timeout (default: 3600)")
+                        help="deadline of the whole spawned run, and the process group timeout (default: 3600)")
     add_output_arguments(parser)
 
 
@@ -104,7 +105,7 @@ class Plan:
     out_dir: str  # rank 0 saves the rows measured so far here (ddp.partial.json) after every variant
 
 
-def variant_names(kinds, bucket_mbs) -> list[str]:
+def variant_names(kinds: Sequence[str], bucket_mbs: Sequence[float]) -> list[str]:
     """Variant names in run order: ``bucketed`` expands to one ``bucketed-<N>MB`` per cap."""
     names = []
     for kind in KINDS:
@@ -284,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         if created:
             if device.type == "cuda":
                 torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-            dist.init_process_group(backend)
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.timeout_s))
         try:
             rank, world_size = dist.get_rank(), dist.get_world_size()
             rows = run_rank(rank, world_size, plan)
