@@ -48,9 +48,9 @@ class DataParallel(nn.Module):
         process_group: the group whose ranks share the batch; ``None`` means the
             default group, which must be initialized.
         compress_bf16: if ``True``, float32/float64 gradients are all-reduced as
-            bfloat16 (half the bytes of float32 on the wire) and converted back
-            before averaging, so ``.grad`` keeps its dtype. The sum is then only as
-            precise as bfloat16 (8 significant bits). Default ``False``.
+            bfloat16 (half the bytes of float32 on the wire) and converted back,
+            so ``.grad`` keeps its dtype. The sum is then only as precise as
+            bfloat16 (8 significant bits). Default ``False``.
 
     Raises:
         TypeError: ``module`` is not an ``nn.Module`` or ``compress_bf16`` not a bool.
