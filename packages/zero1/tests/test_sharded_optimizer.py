@@ -64,6 +64,14 @@ def _backward(model, seed, step):
     nn.functional.cross_entropy(logits.reshape(-1, _Net.vocab), targets.reshape(-1)).backward()
 
 
+def _train(model, opt, seed, steps):
+    """zero_grad, backward on the data of each step in ``steps``, optimizer step."""
+    for step in steps:
+        opt.zero_grad()
+        _backward(model, seed, step)
+        opt.step()
+
+
 def _split(model):
     """(embedding and hidden-layer parameters, all the others): two groups to give different options."""
     first = list(model.embed.parameters()) + list(model.hidden.parameters())
@@ -118,9 +126,7 @@ def _check_matches_unsharded(rank, world_size, seed):
         opt = ShardedOptimizer(groups_fn(model), cls, **sharding, **options)
         for step in range(STEPS):
             for o, m in ((ref, ref_model), (opt, model)):
-                o.zero_grad()
-                _backward(m, seed, step)
-                o.step()
+                _train(m, o, seed, [step])
             _assert_same(ref_model.parameters(), model.parameters(), f"{label}, step {step}")
             if step == STEPS // 2:  # a learning-rate change (what a scheduler does) reaches the shards
                 for o in (ref, opt):
@@ -152,9 +158,7 @@ def _check_comparison_sees_last_bits(seed):
     opt = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-2, fused=True)
     for step in range(STEPS):
         for o, m in ((ref, ref_model), (opt, model)):
-            o.zero_grad()
-            _backward(m, seed, step)
-            o.step()
+            _train(m, o, seed, [step])
     assert not all(torch.equal(a, b) for a, b in zip(ref_model.parameters(), model.parameters()))
 
 
@@ -177,9 +181,7 @@ def _check_add_param_group(rank, world_size, seed):
             for o, m in ((ref, ref_model), (opt, model)):
                 o.add_param_group({"params": _split(m)[1], "lr": 3e-2, "betas": (0.8, 0.99)})
         for o, m in ((ref, ref_model), (opt, model)):
-            o.zero_grad()
-            _backward(m, seed, step)
-            o.step()
+            _train(m, o, seed, [step])
         _assert_same(ref_model.parameters(), model.parameters(), f"add_param_group, step {step}")
     assert opt.param_groups[1]["betas"] == (0.8, 0.99) and opt.param_groups[1]["lr"] == 3e-2
     assert opt.param_groups[1]["weight_decay"] == ref.param_groups[1]["weight_decay"]  # filled-in default
@@ -234,15 +236,17 @@ def _checkpoint_groups(model):
     return [{"params": first, "lr": 2e-2}, {"params": rest, "lr": 5e-3, "weight_decay": 0.0}]
 
 
-def _train(model, opt, seed, steps):
-    for step in steps:
-        opt.zero_grad()
-        _backward(model, seed, step)
-        opt.step()
-
-
 def _cloned(tensors):
     return [t.detach().clone() for t in tensors]
+
+
+def _net_from(snapshot):
+    """A _Net holding the parameter values in ``snapshot``."""
+    model = _Net()
+    with torch.no_grad():
+        for p, saved in zip(model.parameters(), snapshot, strict=True):
+            p.copy_(saved)
+    return model
 
 
 def _save_at_two(rank, world_size, seed):
@@ -264,10 +268,7 @@ def _save_at_two(rank, world_size, seed):
     _train(model, opt, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     uninterrupted = _cloned(model.parameters())
 
-    resumed_model = _Net()
-    with torch.no_grad():
-        for p, saved in zip(resumed_model.parameters(), snapshot):
-            p.copy_(saved)
+    resumed_model = _net_from(snapshot)
     resumed = ShardedOptimizer(_checkpoint_groups(resumed_model), torch.optim.AdamW, lr=1.0)
     resumed.load_state_dict(copy.deepcopy(shard))  # loading aliases the step tensors, as in torch.optim
     _train(resumed_model, resumed, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
@@ -278,10 +279,7 @@ def _save_at_two(rank, world_size, seed):
 def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
     """Load the consolidated checkpoint into a fresh run at this world size; return the final parameters."""
     _one_thread_per_rank()
-    model = _Net()
-    with torch.no_grad():
-        for p, saved in zip(model.parameters(), snapshot):
-            p.copy_(saved)
+    model = _net_from(snapshot)
     opt = ShardedOptimizer(_checkpoint_groups(model), torch.optim.AdamW, lr=1.0)
     with pytest.raises(ValueError, match="merge_sharded_state_dicts"):
         opt.load_state_dict(foreign_shard)
@@ -336,10 +334,7 @@ def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
         for params in final:
             _assert_same(uninterrupted, params, f"resumed at world size {world_size} (seed {seed})")
 
-    model = _Net()
-    with torch.no_grad():
-        for p, saved_param in zip(model.parameters(), snapshot):
-            p.copy_(saved_param)
+    model = _net_from(snapshot)
     plain = torch.optim.AdamW(_checkpoint_groups(model), lr=1.0)
     plain.load_state_dict(copy.deepcopy(consolidated))
     _train(model, plain, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
