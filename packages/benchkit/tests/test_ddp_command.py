@@ -66,8 +66,7 @@ def test_derived_columns_by_hand():
     assert bucketed["vs_torch"] == pytest.approx(104 / 105)
 
 
-def test_bad_requests_are_one_line_errors(capsys):
-    assert main(["ddp", *TINY, "--compile"]) == 2
-    assert "--compile is not supported" in capsys.readouterr().err
-    assert main(["ddp", *TINY, "--precision", "fp32", "bf16"]) == 2
-    assert "one --context-length and one --precision" in capsys.readouterr().err
+def test_gpu_request_without_gpu_is_a_one_line_error(capsys, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert main(["ddp", *TINY[2:], "--device", "cuda"]) == 2
+    assert "no CUDA GPU is visible" in capsys.readouterr().err

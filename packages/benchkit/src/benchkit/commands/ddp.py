@@ -16,7 +16,9 @@ A step is ``optimizer.zero_grad(set_to_none=False)``, then the timed phases
 ``forward`` (with the loss), ``backward``, ``sync`` (our wrappers'
 ``finish_gradient_synchronization()``) and ``optimizer``; each phase ends by
 waiting for the device (CUDA events on a GPU, see :class:`benchkit.timing.PhaseTimer`),
-and the step time is the sum of the phases. Reported: ms per step (mean ± std
+and the step time is the sum of the phases. Models run eagerly: a compiled
+backward would run the gradient hooks only at its end and defeat the overlap
+being measured. Reported: ms per step (mean ± std
 over ``--steps`` steps after ``--warmup``), per phase, and the communication
 that backward did not hide:
 
@@ -53,11 +55,11 @@ import torch.distributed as dist
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.errors import BenchkitError
-from benchkit.model import lm_loss, model_config, parameter_count
+from benchkit.model import ATTENTION_BACKENDS, SIZES, lm_loss, model_config, parameter_count
 from benchkit.plot import bar_plot
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
-from benchkit.workload import LEARNING_RATE, Workload, add_workload_arguments, free_memory, resolve_device
+from benchkit.workload import LEARNING_RATE, PRECISIONS, Workload, free_memory, resolve_device
 
 HELP = "step time and non-hidden communication of the ddp wrappers vs PyTorch DDP"
 EXAMPLES = """\
@@ -74,7 +76,18 @@ PLOT_PX_PER_VARIANT = 110  # room for a label like "bucketed-1000MB" in the plot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_workload_arguments(parser, sweep=True)
+    parser.add_argument("--size", choices=list(SIZES), nargs="+", default=None,
+                        help="model sizes (default: tiny on CPU; small and xl on GPUs)")
+    parser.add_argument("--context-length", type=positive_int, default=512, metavar="T",
+                        help="tokens per sequence (default: 512)")
+    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
+                        help="sequences per rank and step, each rank its own (default: 4)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32, bf16 autocast, or fp16 autocast with loss scaling (default: fp32)")
+    parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa",
+                        help="attention backend (default: sdpa)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible")
     parser.add_argument("--nproc", type=positive_int, default=None,
                         help="ranks to spawn on this node (default: one per GPU on CUDA, 2 on CPU); "
                              "ignored under torchrun")
@@ -267,15 +280,10 @@ def _under_launcher() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.compile:
-        raise BenchkitError("--compile is not supported: a compiled backward runs the gradient hooks only at its "
-                            "end, which would disable the overlap being measured")
     device = resolve_device(args.device)
-    if len(args.context_length) != 1 or len(args.precision) != 1:
-        raise BenchkitError("benchkit ddp compares variants at one --context-length and one --precision per run")
     sizes = args.size or (["tiny"] if device.type == "cpu" else ["small", "xl"])
-    plan = Plan(sizes=tuple(sizes), context_length=args.context_length[0], batch_size=args.batch_size,
-                precision=args.precision[0], attention=args.attention,
+    plan = Plan(sizes=tuple(sizes), context_length=args.context_length, batch_size=args.batch_size,
+                precision=args.precision, attention=args.attention,
                 variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
                 steps=args.steps, device_type=device.type, out_dir=str(args.out))
     backend = "nccl" if device.type == "cuda" else "gloo"
