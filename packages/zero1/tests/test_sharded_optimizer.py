@@ -58,8 +58,9 @@ class _Net(nn.Module):
 def _backward(model, seed, step):
     """Same gradients on every rank: the data depends on (seed, step) only."""
     gen = torch.Generator().manual_seed(seed * 1000 + step)
-    tokens = torch.randint(0, _Net.vocab, (4, 6), generator=gen)
-    targets = torch.randint(0, _Net.vocab, (4, 6), generator=gen)
+    device = next(model.parameters()).device
+    tokens = torch.randint(0, _Net.vocab, (4, 6), generator=gen).to(device)
+    targets = torch.randint(0, _Net.vocab, (4, 6), generator=gen).to(device)
     logits = model(tokens, use_sometimes=step % 2 == 0)
     nn.functional.cross_entropy(logits.reshape(-1, _Net.vocab), targets.reshape(-1)).backward()
 
@@ -89,7 +90,7 @@ def _assert_state_only_for_owned(opt, label):
     assert all(p in owned for p in opt.state), f"{label}: state for a parameter this rank does not own"
     local = [p for g in opt.local_optimizer.param_groups for p in g["params"]]
     assert len(local) == len(owned) and set(local) == owned, f"{label}: local optimizer holds other params"
-    mine = torch.tensor(opt.owners)
+    mine = torch.tensor(opt.owners, device=params[0].device)  # NCCL needs CUDA tensors
     everyone = [torch.empty_like(mine) for _ in range(opt.world_size)]
     dist.all_gather(everyone, mine)  # (not all_gather_object: it needs NumPy, which zero1's env lacks)
     assert all(torch.equal(o, mine) for o in everyone), f"{label}: ranks disagree on the partition"
@@ -118,9 +119,20 @@ def _scenarios():
 
 
 def _check_matches_unsharded(rank, world_size, seed):
+    _check_scenarios(seed, torch.device("cpu"))
+    _check_comparison_sees_last_bits(seed)
+    _check_add_param_group(rank, world_size, seed)
+    _check_more_ranks_than_params(rank, world_size, seed)
+    _check_state_balance(rank, world_size)
+    _check_mixed_devices_need_explicit_foreach()
+    return True
+
+
+def _check_scenarios(seed, device):
+    """Every scenario of _scenarios(), STEPS steps, parameters and state bitwise equal to the reference."""
     for label, cls, options, sharding, groups_fn in _scenarios():
         torch.manual_seed(seed)
-        ref_model = _Net()
+        ref_model = _Net().to(device)
         model = copy.deepcopy(ref_model)
         ref = cls(groups_fn(ref_model), **options)
         opt = ShardedOptimizer(groups_fn(model), cls, **sharding, **options)
@@ -140,13 +152,6 @@ def _check_matches_unsharded(rank, world_size, seed):
                 assert torch.equal(value, ref.state[twin[p]][key]), f"{label}: state {key!r} differs"
         opt.zero_grad()
         assert all(p.grad is None for p in model.parameters()), f"{label}: zero_grad missed a parameter"
-
-    _check_comparison_sees_last_bits(seed)
-    _check_add_param_group(rank, world_size, seed)
-    _check_more_ranks_than_params(rank, world_size, seed)
-    _check_state_balance(rank, world_size)
-    _check_mixed_devices_need_explicit_foreach()
-    return True
 
 
 def _check_comparison_sees_last_bits(seed):
@@ -339,3 +344,33 @@ def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
     plain.load_state_dict(copy.deepcopy(consolidated))
     _train(model, plain, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     _assert_same(uninterrupted, model.parameters(), f"resumed in plain AdamW (seed {seed})")
+
+
+# ---------------------------------------------------------------- GPUs
+
+
+def _on_gpus(rank, world_size, seed):
+    """The scenarios on CUDA (AdamW's default there is foreach), then a checkpoint consolidated over NCCL."""
+    device = torch.device("cuda", rank)
+    _check_scenarios(seed, device)
+    torch.manual_seed(seed)
+    model = _Net().to(device)
+    opt = ShardedOptimizer(_checkpoint_groups(model), torch.optim.AdamW, lr=1e-2)
+    _train(model, opt, seed, range(SAVE_AT))
+    opt.consolidate_state_dict(to=world_size - 1)
+    consolidated = opt.state_dict() if rank == world_size - 1 else None
+    return consolidated, _cloned_state(opt.sharded_state_dict())
+
+
+def _cloned_state(shard):
+    return {**shard, "state": {i: {k: v.cpu() for k, v in s.items()} for i, s in shard["state"].items()}}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs (one per rank)")
+def test_matches_unsharded_on_two_gpus_with_nccl():
+    seed = random.randrange(2**31)
+    results = spawn(_on_gpus, 2, args=(seed,), backend="nccl", timeout_s=TIMEOUT_S)
+    consolidated = results[1][0]
+    assert all(t.device.type == "cpu" for s in consolidated["state"].values() for t in s.values())
+    _assert_state_dicts_equal(merge_sharded_state_dicts([shard for _, shard in results]), consolidated)
