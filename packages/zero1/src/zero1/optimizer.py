@@ -36,7 +36,7 @@ class ShardedOptimizer(Optimizer):
     by element count, identical on every rank). Each rank builds ``optimizer_cls``
     over the parameters it owns only, so the state of the other parameters is never
     allocated: with AdamW (two tensors per parameter, like the parameter) a rank
-    holds ``2 * (P / N + largest parameter)`` elements of state instead of ``2 * P``.
+    holds at most ``2 * (P / N + largest parameter)`` elements of state instead of ``2 * P``.
 
     :meth:`step` runs the wrapped optimizer on the local shard and then broadcasts
     every updated parameter from its owner, so all ranks hold the same full model
