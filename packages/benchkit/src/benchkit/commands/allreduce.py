@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from ddp.launch import spawn
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.errors import BenchkitError
@@ -45,7 +46,7 @@ BACKENDS = ("gloo", "nccl")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 BYTES_PER_MIB = 2**20
 GB = 1e9  # bandwidths in GB/s, 1e9 bytes per second, as nccl-tests reports them
-DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_TIMEOUT_S = 600.0  # per spawned run; gloo's 1 GiB cells at 6 ranks take tens of seconds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,8 +128,6 @@ def result_rows(backend: str, world_size: int, sizes_mb: list[float], dtype: str
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddp.launch import spawn
-
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         raise BenchkitError("benchkit allreduce starts its own ranks for each world size; run it without torchrun")
     backends = args.backend or (["gloo", "nccl"] if torch.cuda.device_count() >= 2 else ["gloo"])

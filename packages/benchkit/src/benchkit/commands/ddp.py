@@ -52,6 +52,8 @@ from typing import Any, Sequence
 
 import torch
 import torch.distributed as dist
+from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
+from ddp.launch import spawn
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.errors import BenchkitError
@@ -71,7 +73,7 @@ EXAMPLES = """\
 KINDS = ("local", "naive", "flat", "overlap", "bucketed", "torch-ddp")
 TORCH_DDP_BUCKET_MB = 25  # torch.nn.parallel.DistributedDataParallel's default bucket_cap_mb
 DEFAULT_BUCKET_MB = [1.0, 10.0, 25.0, 100.0, 1000.0]  # issue 4's sizes, plus 25 to compare with PyTorch DDP
-DEFAULT_TIMEOUT_S = 3600.0
+DEFAULT_TIMEOUT_S = 3600.0  # generous: the xl runs take minutes; a hang still ends
 PLOT_PX_PER_VARIANT = 110  # room for a label like "bucketed-1000MB" in the plot's 5-pixel-wide font
 
 
@@ -135,8 +137,6 @@ def variant_names(kinds: Sequence[str], bucket_mbs: Sequence[float]) -> list[str
 
 def _wrap(variant: str, model: torch.nn.Module, device: torch.device):
     """(module to call, finish function or None) for ``variant``."""
-    from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
-
     if variant == "local":
         return model, None
     if variant.startswith("torch-ddp"):
@@ -303,8 +303,6 @@ def run(args: argparse.Namespace) -> int:
         if rank == 0:
             report(rows, args, world_size=world_size, backend=backend)
         return 0 if all(row["status"] == "ok" for row in rows) else 1
-
-    from ddp.launch import spawn
 
     nproc = args.nproc or (torch.cuda.device_count() if device.type == "cuda" else 2)
     if device.type == "cuda" and nproc > torch.cuda.device_count():
