@@ -88,6 +88,7 @@ def _setup_context(ctx, inputs, output):
     q, k, v, causal, softmax_scale, backend = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)  # L gets no gradient: do not allocate a zero tensor for it
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.causal, ctx.softmax_scale, ctx.backend = causal, softmax_scale, backend
 
