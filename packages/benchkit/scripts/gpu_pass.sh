@@ -21,71 +21,9 @@
 #   results.tar.gz   the JSON/CSV results and PNG plots of every step
 #   traces.tar.gz    the Chrome trace and the CUDA memory snapshots (large)
 #   gpu_pass.log     the raw stderr of every step
-set -u
-: "${OUT:?set OUT to the folder that receives the results}"
-BUDGET_S=${BUDGET_S:-520}  # the device allows 600 s per command; keep room for bundling
-export PYTHONPATH=packages/flashattn2/src:packages/ddp/src:packages/zero1/src:packages/benchkit/src
-export PYTHONUNBUFFERED=1
-PY=${PYTHON:-python}
-OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)  # absolute: bundle() changes directory
-WORK=$(mktemp -d)
-mkdir -p "$WORK/results"
-START=$(date +%s)
+PASS_TITLE="benchkit GPU pass (one GPU)"
+source "$(dirname "$0")/steps.sh"
 
-{
-  echo "# benchkit GPU pass"
-  echo
-  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "- git: $(git describe --always --dirty 2>/dev/null || echo unknown)"
-  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
-  echo "- software: $($PY -c 'import torch, triton; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, triton {triton.__version__}")' 2>&1)"
-} > "$OUT/summary.md"
-
-bundle() {
-  (cd "$WORK" && find results -type f ! -name '*.pickle' ! -name 'trace.json' -print0 \
-     | tar czf "$OUT/results.tar.gz" --null -T -)
-  (cd "$WORK" && find results -type f \( -name '*.pickle' -o -name 'trace.json' \) -print0 \
-     | tar czf "$OUT/traces.tar.gz" --null -T -)
-}
-
-# step NAME LIMIT_S COMMAND...: run COMMAND with at most LIMIT_S seconds (less if the
-# budget is nearly spent); its stdout goes into summary.md, its stderr into the log.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local left=$(( START + BUDGET_S - $(date +%s) ))
-  (( limit > left )) && limit=$left
-  {
-    echo
-    echo "## $name"
-    echo
-    echo "\`${*//$WORK\//}\`"
-    echo
-  } >> "$OUT/summary.md"
-  if (( limit < 10 )); then
-    echo "skipped: the time budget is spent" >> "$OUT/summary.md"
-    return
-  fi
-  local began=$(date +%s)
-  echo "=== $name: $*" >> "$OUT/gpu_pass.log"
-  timeout "$limit" "$@" > "$WORK/stdout.txt" 2> "$WORK/stderr.txt"
-  local rc=$?
-  cat "$WORK/stderr.txt" >> "$OUT/gpu_pass.log"
-  {
-    echo "exit status $rc$( ((rc == 124)) && echo " (stopped at its ${limit} s limit)"), $(( $(date +%s) - began )) s"
-    echo
-    echo '```'
-    cat "$WORK/stdout.txt"
-    if (( rc != 0 )); then
-      echo "--- last lines of stderr ---"
-      tail -n 15 "$WORK/stderr.txt"
-    fi
-    echo '```'
-  } >> "$OUT/summary.md"
-  bundle
-}
-
-R=$WORK/results
 step gpu_tests 90 $PY -m pytest -q -m gpu packages/benchkit/tests
 step model_warmup 120 $PY -m benchkit model --device cuda --size small medium large xl 2.7B \
   --context-length 256 --batch-size 4 --mode forward forward-backward --precision fp32 bf16 \
@@ -103,7 +41,4 @@ step run 100 $PY -m benchkit run --device cuda --out "$R/run"
 step mfu_xl_1024 150 $PY -m benchkit model --device cuda --size xl --context-length 1024 --batch-size 4 \
   --mode train-step --precision bf16 --attention flashattn2 --compile --warmup 5 --steps 10 --out "$R/mfu_xl_1024"
 
-echo >> "$OUT/summary.md"
-echo "total: $(( $(date +%s) - START )) s" >> "$OUT/summary.md"
-ls -l "$OUT" >> "$OUT/gpu_pass.log"
-rm -rf "$WORK"
+finish
