@@ -53,7 +53,11 @@ def implementations():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return run
 
-    return {"flashattn2": ours, "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    return {
+        "flashattn2": ours,
+        "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+        "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+    }
 
 
 def rel_err(x, ref):
@@ -117,7 +121,11 @@ def memory_check():
         end.record()
         torch.cuda.synchronize()
         extra = torch.cuda.max_memory_allocated() - before
-        result[n] = {"extra_bytes": extra, "extra_bytes_per_token": extra / n, "fwd_bwd_ms_single_run": start.elapsed_time(end)}
+        result[n] = {
+            "extra_bytes": extra,
+            "extra_bytes_per_token": extra / n,
+            "fwd_bwd_ms_single_run": start.elapsed_time(end),
+        }
         del q, k, v, g
     return result
 
@@ -127,6 +135,28 @@ def best_configs():
     for name, kernel in (("forward", _forward_kernel), ("dkdv", _dkdv_kernel), ("dq", _dq_kernel)):
         out[name] = {str(key): str(cfg) for key, cfg in getattr(kernel, "cache", {}).items()}
     return out
+
+
+def print_report(results) -> None:
+    """The readable table: timings and ratios per shape, then the memory check."""
+    print("\nbf16, triton.testing.do_bench median; ratio = SDPA time / flashattn2 time (>1: flashattn2 faster)")
+    columns = ("flashattn2 ms", "TFLOP/s", "FLASH ms", "CUDNN ms", "vs FLASH", "vs CUDNN")
+    widths = (14, 8, 9, 9, 9, 9)
+    print(f"{'shape (B,H,N,D,causal)':28} {'pass':8} " + " ".join(f"{c:>{w}}" for c, w in zip(columns, widths)))
+    for entry in results["shapes"]:
+        s = entry["shape"]
+        for mode, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwd_bwd_ms")):
+            t = entry["timings"]
+            ours, fl, cu = t["flashattn2"][key], t["sdpa_flash"][key], t["sdpa_cudnn"][key]
+            tflops = t["flashattn2"][key.replace("ms", "tflops")]
+            label = f"{s['B']},{s['H']},{s['N']},{s['D']},{s['C']}"
+            values = f"{ours:14.3f} {tflops:8.1f} {fl:9.3f} {cu:9.3f} {fl / ours:9.2f} {cu / ours:9.2f}"
+            print(f"{label:28} {mode:8} {values}")
+    if "memory" in results:
+        print("\nlong-sequence memory, causal fwd+bwd, B=1 H=16 D=64 bf16:")
+        for n, m in results["memory"].items():
+            print(f"  N={n:>6}: extra {m['extra_bytes'] / 2**20:9.1f} MiB = {m['extra_bytes_per_token']:.0f} B/token, "
+                  f"one run {m['fwd_bwd_ms_single_run']:.1f} ms")
 
 
 def main(argv=None) -> int:
@@ -158,22 +188,7 @@ def main(argv=None) -> int:
         results["memory"] = memory_check()
     results["tuned_configs"] = best_configs()
 
-    print("\nbf16, triton.testing.do_bench median; ratio = SDPA time / flashattn2 time (>1: flashattn2 faster)")
-    header = f"{'shape (B,H,N,D,causal)':28} {'pass':8} {'flashattn2 ms':>14} {'TFLOP/s':>8} {'FLASH ms':>9} {'CUDNN ms':>9} {'vs FLASH':>9} {'vs CUDNN':>9}"
-    print(header)
-    for entry in results["shapes"]:
-        s = entry["shape"]
-        for mode, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwd_bwd_ms")):
-            t = entry["timings"]
-            ours, fl, cu = t["flashattn2"][key], t["sdpa_flash"][key], t["sdpa_cudnn"][key]
-            tflops = t["flashattn2"][key.replace("ms", "tflops")]
-            label = f"{s['B']},{s['H']},{s['N']},{s['D']},{s['C']}"
-            print(f"{label:28} {mode:8} {ours:14.3f} {tflops:8.1f} {fl:9.3f} {cu:9.3f} {fl / ours:9.2f} {cu / ours:9.2f}")
-    if "memory" in results:
-        print("\nlong-sequence memory, causal fwd+bwd, B=1 H=16 D=64 bf16:")
-        for n, m in results["memory"].items():
-            print(f"  N={n:>6}: extra {m['extra_bytes'] / 2**20:9.1f} MiB = {m['extra_bytes_per_token']:.0f} B/token, "
-                  f"one run {m['fwd_bwd_ms_single_run']:.1f} ms")
+    print_report(results)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

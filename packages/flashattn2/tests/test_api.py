@@ -50,7 +50,12 @@ def test_gradient_of_a_non_contiguous_output_gradient(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "q_shape, kv_shape",
-    [((2, 0, 16), (2, 5, 16)), ((2, 2, 0, 16), (2, 1, 0, 16)), ((0, 2, 4, 16), (0, 2, 4, 16)), ((1, 3, 16), (1, 0, 16))],
+    [
+        ((2, 0, 16), (2, 5, 16)),
+        ((2, 2, 0, 16), (2, 1, 0, 16)),
+        ((0, 2, 4, 16), (0, 2, 4, 16)),
+        ((1, 3, 16), (1, 0, 16)),
+    ],
     ids=["no-queries", "no-queries-no-keys", "no-batch", "no-keys"],
 )
 def test_empty_sequences(backend, q_shape, kv_shape):

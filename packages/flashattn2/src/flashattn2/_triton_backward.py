@@ -35,46 +35,40 @@ from flashattn2._triton_common import (
     dot_mode,
     head_dim_block,
     interpreting,
+    key_ranges,
+    load_tile,
     prune_to_fit,
     seq_len_bucket,
     tile_dot,
+    visible_keys,
 )
 
 # Tile shapes tried on a GPU. dK/dV programs keep a wide key tile resident and
 # stream narrow query tiles past it, dQ programs the reverse (the split of the
 # Triton fused-attention tutorial's backward: 32x128 and 128x32 tiles). The
 # first of each list is the default without autotuning.
-_DKDV_GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-    for bm, bn, w, s in [
-        (32, 128, 4, 3),
-        (64, 128, 8, 3),
-        (64, 128, 8, 2),
-        (32, 128, 8, 2),
-        (64, 64, 4, 3),
-        (64, 64, 4, 4),
-        (32, 64, 4, 3),
-        (16, 64, 4, 2),
-        (16, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
-    ]
+_DKDV_GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    (32, 128, 4, 3),
+    (64, 128, 8, 3),
+    (64, 128, 8, 2),
+    (32, 128, 8, 2),
+    (64, 64, 4, 3),
+    (64, 64, 4, 4),
+    (32, 64, 4, 3),
+    (16, 64, 4, 2),
+    (16, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
 ]
-_DQ_GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-    for bm, bn, w, s in [
-        (128, 32, 4, 3),
-        (128, 64, 8, 3),
-        (128, 64, 8, 2),
-        (128, 32, 8, 2),
-        (64, 64, 4, 3),
-        (64, 64, 4, 4),
-        (64, 32, 4, 3),
-        (64, 16, 4, 2),
-        (32, 16, 4, 1),  # the smallest: wide fp32 heads (D = 256)
-    ]
+_DQ_GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    (128, 32, 4, 3),
+    (128, 64, 8, 3),
+    (128, 64, 8, 2),
+    (128, 32, 8, 2),
+    (64, 64, 4, 3),
+    (64, 64, 4, 4),
+    (64, 32, 4, 3),
+    (64, 16, 4, 2),
+    (32, 16, 4, 1),  # the smallest: wide fp32 heads (D = 256)
 ]
-# Under the interpreter: 16x16 tiles, so that the tests' small sequences span
-# several tiles, ragged tiles and diagonal tiles.
-_INTERPRETER_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)
 # Rows per program of the Delta kernel: a memory-bound row sum, any moderate size works.
 _DELTA_BLOCK_ROWS = 16 if interpreting() else 128
 
@@ -123,21 +117,12 @@ def _dkdv_tile(
 ):
     """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    q_ptrs = q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
-    do_ptrs = do_base + offs_m[:, None] * stride_gn + offs_d[None, :] * stride_gd
+    q = load_tile(q_base, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
+    do = load_tile(do_base, offs_m, offs_d, stride_gn, stride_gd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
     if MASKED:
-        row_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-        q = tl.load(q_ptrs, mask=row_mask, other=0.0)
-        do = tl.load(do_ptrs, mask=row_mask, other=0.0)
         lse = tl.load(lse_base + offs_m, mask=offs_m < N_Q, other=0.0)
         delta = tl.load(delta_base + offs_m, mask=offs_m < N_Q, other=0.0)
     else:
-        if HEAD_DIM < BLOCK_D:
-            q = tl.load(q_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-            do = tl.load(do_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-        else:
-            q = tl.load(q_ptrs)
-            do = tl.load(do_ptrs)
         lse = tl.load(lse_base + offs_m)
         delta = tl.load(delta_base + offs_m)
     s_t = tile_dot(k, tl.trans(q), DOT_MODE) * qk_scale_log2
@@ -156,7 +141,7 @@ def _dkdv_tile(
 
 
 @triton.autotune(
-    configs=configs_for(_DKDV_GPU_CONFIGS, _INTERPRETER_CONFIG),
+    configs=configs_for(_DKDV_GPU_TILES),
     key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
     prune_configs_by={"early_config_prune": _prune_dkdv_configs},
 )
@@ -186,10 +171,10 @@ def _dkdv_kernel(
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
-    k = tl.load(K + b * stride_kb + h_kv * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                mask=kv_mask, other=0.0)
-    v = tl.load(V + b * stride_vb + h_kv * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                mask=kv_mask, other=0.0)
+    k_base = K + b * stride_kb + h_kv * stride_kh
+    v_base = V + b * stride_vb + h_kv * stride_vh
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, True)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, True)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -253,24 +238,12 @@ def _dq_tile(
 ):
     """Add one key tile's contribution to a query tile's dQ (without the final scale)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-    if MASKED:
-        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
-        k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
-    elif HEAD_DIM < BLOCK_D:
-        k = tl.load(k_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-        v = tl.load(v_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-    else:
-        k = tl.load(k_ptrs)
-        v = tl.load(v_ptrs)
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
     p = tl.exp2(s - lse[:, None] * LOG2_E_IN_KERNEL)
     if MASKED:
-        visible = offs_n[None, :] < N_K
-        if CAUSAL:
-            visible = visible & (offs_n[None, :] <= offs_m[:, None] + KV_SHIFT)
+        visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
         p = tl.where(visible, p, 0.0)  # see _dkdv_tile: p can be +inf where masked
     dp = tile_dot(do, tl.trans(v), DOT_MODE)
     ds = p * (dp - delta[:, None])
@@ -279,7 +252,7 @@ def _dq_tile(
 
 
 @triton.autotune(
-    configs=configs_for(_DQ_GPU_CONFIGS, _INTERPRETER_CONFIG),
+    configs=configs_for(_DQ_GPU_TILES),
     key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
     prune_configs_by={"early_config_prune": _prune_dq_configs},
 )
@@ -309,10 +282,9 @@ def _dq_kernel(
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     row_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd,
-                mask=row_mask, other=0.0)
-    do = tl.load(DO + b * stride_gb + h * stride_gh + offs_m[:, None] * stride_gn + offs_d[None, :] * stride_gd,
-                 mask=row_mask, other=0.0)
+    q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, True)
+    do_base = DO + b * stride_gb + h * stride_gh
+    do = load_tile(do_base, offs_m, offs_d, stride_gn, stride_gd, N_Q, HEAD_DIM, BLOCK_D, True)
     row_offset = pid_bh.to(tl.int64) * N_Q
     lse = tl.load(LSE + row_offset + offs_m, mask=offs_m < N_Q, other=0.0)
     delta = tl.load(DELTA + row_offset + offs_m, mask=offs_m < N_Q, other=0.0)
@@ -320,13 +292,7 @@ def _dq_kernel(
     v_base = V + b * stride_vb + h_kv * stride_vh
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    if CAUSAL:
-        unmasked_end = tl.maximum(tl.minimum(N_K, m0 + kv_shift + 1), 0)
-        end = tl.maximum(tl.minimum(N_K, m0 + BLOCK_M + kv_shift), 0)
-    else:
-        unmasked_end = N_K
-        end = N_K
-    unmasked_end = (unmasked_end // BLOCK_N) * BLOCK_N
+    unmasked_end, end = key_ranges(m0, N_K, kv_shift, BLOCK_M, BLOCK_N, CAUSAL)
 
     for start_n in range(0, unmasked_end, BLOCK_N):
         dq = _dq_tile(

@@ -7,7 +7,9 @@
 - :func:`head_dim_block`: the padded head dimension the kernels tile with;
 - :func:`configs_for`: one small tile configuration under the interpreter, the
   GPU autotuning list otherwise; :func:`prune_to_fit` drops tiles too large for
-  shared memory.
+  shared memory;
+- :func:`load_tile`, :func:`key_ranges`, :func:`visible_keys`: tile loads with
+  the padding masks, the causal split of a query tile's key loop, and its mask.
 """
 
 from __future__ import annotations
@@ -91,15 +93,25 @@ def autotuning() -> bool:
     return os.environ.get("FLASHATTN2_AUTOTUNE", "1") != "0"
 
 
-def configs_for(gpu_configs: list[triton.Config], interpreter_config: triton.Config) -> list[triton.Config]:
-    """The configurations handed to ``triton.autotune``.
+# Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
+# still span several tiles, ragged last tiles and diagonal tiles.
+_INTERPRETER_TILE = (16, 16, 4, 1)
 
-    With a single configuration ``triton.autotune`` runs it without benchmarking
-    (Triton 3.6 and 3.9 both check ``len(configs) > 1``), which is what the CPU
-    interpreter needs: benchmarking there would run every configuration several
-    times at interpreter speed.
+
+def configs_for(gpu_tiles: list[tuple[int, int, int, int]]) -> list[triton.Config]:
+    """The configurations handed to ``triton.autotune``, from ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` rows.
+
+    On a GPU: all rows (the first is the default without autotuning). Under the
+    interpreter: one 16x16 configuration; with a single configuration
+    ``triton.autotune`` runs it without benchmarking (Triton 3.9 checks
+    ``len(configs) > 1``), which the interpreter needs: benchmarking there would
+    run every configuration several times at interpreter speed.
     """
-    return [interpreter_config] if interpreting() else gpu_configs
+    tiles = [_INTERPRETER_TILE] if interpreting() else gpu_tiles
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
+        for bm, bn, warps, stages in tiles
+    ]
 
 
 # Shared memory one block may use on Hopper (H100/H200): 227 KB (CUDA C++
@@ -124,3 +136,51 @@ def prune_to_fit(configs, named_args, kwargs, rows) -> list[triton.Config]:
 
     kept = [c for c in configs if estimate(c) <= SHARED_MEMORY_BUDGET] or [min(configs, key=estimate)]
     return kept if autotuning() else kept[:1]
+
+
+@triton.jit
+def load_tile(
+    base, offs_rows, offs_d, stride_row, stride_d, n_rows,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr,
+):
+    """Load a ``(len(offs_rows), BLOCK_D)`` tile whose row ``r`` starts at ``base + r * stride_row``.
+
+    Padded columns (``d >= HEAD_DIM``) read as 0, and so do rows ``>= n_rows``
+    when ``CHECK_ROWS``; tiles known to lie inside the sequence skip that mask.
+    """
+    ptrs = base + offs_rows[:, None] * stride_row + offs_d[None, :] * stride_d
+    if CHECK_ROWS:
+        return tl.load(ptrs, mask=(offs_rows[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    elif HEAD_DIM < BLOCK_D:
+        return tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
+def key_ranges(m0, N_K, KV_SHIFT, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """Key ranges for the query rows ``[m0, m0 + BLOCK_M)``: ``(unmasked_end, end)``.
+
+    Key tiles starting below ``unmasked_end`` (a multiple of ``BLOCK_N``) are
+    complete and visible to every row, so they need no mask; tiles in
+    ``[unmasked_end, end)`` cross the causal diagonal or the end of the keys and
+    need masks; keys from ``end`` on are seen by no row and are skipped. Causal:
+    query ``i`` sees keys ``j <= i + KV_SHIFT`` (``KV_SHIFT = Nk - Nq``).
+    """
+    if CAUSAL:
+        unmasked_end = tl.maximum(tl.minimum(N_K, m0 + KV_SHIFT + 1), 0)
+        end = tl.maximum(tl.minimum(N_K, m0 + BLOCK_M + KV_SHIFT), 0)
+    else:
+        unmasked_end = N_K
+        end = N_K
+    return (unmasked_end // BLOCK_N) * BLOCK_N, end
+
+
+@triton.jit
+def visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL: tl.constexpr):
+    """Boolean ``(len(offs_m), len(offs_n))``: which of these keys each of these queries sees
+    (keys past ``N_K`` never; causal: key ``j`` iff ``j <= i + KV_SHIFT``)."""
+    visible = offs_n[None, :] < N_K
+    if CAUSAL:
+        visible = visible & (offs_n[None, :] <= offs_m[:, None] + KV_SHIFT)
+    return visible

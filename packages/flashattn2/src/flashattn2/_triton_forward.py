@@ -29,33 +29,30 @@ from flashattn2._triton_common import (
     configs_for,
     dot_mode,
     head_dim_block,
+    key_ranges,
+    load_tile,
     prune_to_fit,
     seq_len_bucket,
     tile_dot,
+    visible_keys,
 )
 
 # Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
 # tutorial's search space (BLOCK_M 64/128, BLOCK_N 32..128, 4 or 8 warps, 2..4
 # stages); the first is the default without autotuning; prune_to_fit drops
 # those too large for wide heads.
-_GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-    for bm, bn, w, s in [
-        (128, 64, 4, 3),
-        (128, 64, 8, 3),
-        (128, 64, 8, 4),
-        (128, 128, 8, 3),
-        (128, 128, 8, 4),
-        (128, 128, 8, 2),
-        (128, 32, 4, 3),
-        (64, 64, 4, 3),
-        (64, 32, 4, 2),
-        (32, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
-    ]
+_GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    (128, 64, 4, 3),
+    (128, 64, 8, 3),
+    (128, 64, 8, 4),
+    (128, 128, 8, 3),
+    (128, 128, 8, 4),
+    (128, 128, 8, 2),
+    (128, 32, 4, 3),
+    (64, 64, 4, 3),
+    (64, 32, 4, 2),
+    (32, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
 ]
-# Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
-# still span several tiles, ragged last tiles and diagonal tiles.
-_INTERPRETER_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)
 
 
 def _prune_forward_configs(configs, named_args, **kwargs):
@@ -76,23 +73,11 @@ def _forward_tile(
 ):
     """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-    if MASKED:
-        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
-        k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
-    elif HEAD_DIM < BLOCK_D:
-        k = tl.load(k_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-        v = tl.load(v_ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-    else:
-        k = tl.load(k_ptrs)
-        v = tl.load(v_ptrs)
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
     if MASKED:
-        visible = offs_n[None, :] < N_K
-        if CAUSAL:
-            visible = visible & (offs_n[None, :] <= offs_m[:, None] + KV_SHIFT)
+        visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
         s = tl.where(visible, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     if MASKED:
@@ -107,7 +92,7 @@ def _forward_tile(
 
 
 @triton.autotune(
-    configs=configs_for(_GPU_CONFIGS, _INTERPRETER_CONFIG),
+    configs=configs_for(_GPU_TILES),
     key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
     prune_configs_by={"early_config_prune": _prune_forward_configs},
 )
@@ -136,8 +121,7 @@ def _forward_kernel(
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
-    q = tl.load(q_ptrs, mask=(offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, True)
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
 
@@ -145,14 +129,7 @@ def _forward_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    if CAUSAL:
-        # Keys every row of this tile sees: j <= m0 + kv_shift (and j < N_K).
-        unmasked_end = tl.maximum(tl.minimum(N_K, m0 + kv_shift + 1), 0)
-        end = tl.maximum(tl.minimum(N_K, m0 + BLOCK_M + kv_shift), 0)
-    else:
-        unmasked_end = N_K
-        end = N_K
-    unmasked_end = (unmasked_end // BLOCK_N) * BLOCK_N
+    unmasked_end, end = key_ranges(m0, N_K, kv_shift, BLOCK_M, BLOCK_N, CAUSAL)
 
     for start_n in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(

@@ -123,7 +123,9 @@ def attention_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
     actual = actual.detach().to("cpu", torch.float64)
     reference = reference.detach().to("cpu", torch.float64)
     finite = reference.isfinite()
-    if not (actual.isnan() == reference.isnan()).all() or not (actual[~finite].nan_to_num() == reference[~finite].nan_to_num()).all():
+    same_nan = (actual.isnan() == reference.isnan()).all()
+    same_inf = (actual[~finite].nan_to_num() == reference[~finite].nan_to_num()).all()  # NaN -> 0 on both sides
+    if not (same_nan and same_inf):
         return math.inf
     return _rms(actual[finite] - reference[finite])
 
