@@ -131,7 +131,7 @@ def test_torch_compile_fullgraph_has_no_graph_break():
 
 
 def test_module_matches_naive_attention_with_its_weights():
-    model = FlashSelfAttention(embed_dim=48, num_heads=3, num_kv_heads=1, causal=True, bias=True).double().float()
+    model = FlashSelfAttention(embed_dim=48, num_heads=3, num_kv_heads=1, causal=True, bias=True)
     x = torch.randn(2, 9, 48)
     qkv = model.qkv(x).view(2, 9, 5, 16).transpose(1, 2)
     q, k, v = qkv[:, :3], qkv[:, 3:4], qkv[:, 4:5]
