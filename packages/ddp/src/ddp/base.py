@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import weakref
 from typing import Iterator
 
 import torch
@@ -37,6 +38,13 @@ _COMPRESSIBLE_DTYPES = (torch.float32, torch.float64)
 
 # The structure check prints at most this many lines of this rank's parameter list.
 _MAX_SIGNATURE_LINES = 20
+
+
+def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Tensor) -> None:
+    """Post-accumulate-grad hook: forwards to the wrapper while it is alive."""
+    live = wrapper()
+    if live is not None:
+        live._grad_hook(index, param)
 
 
 class DataParallel(nn.Module):
@@ -108,8 +116,13 @@ class DataParallel(nn.Module):
 
         self._sync_enabled = True
         self._backward_seen = False
+        # The hooks live in C++ autograd state, where Python's garbage collector cannot see
+        # them: a hook holding the wrapper strongly would make param -> hook -> wrapper ->
+        # module -> param a cycle that is never freed (the whole model and its gradients
+        # leak once the wrapper is dropped). So they hold it weakly.
+        wrapper = weakref.ref(self)
         for index, param in enumerate(self._params):
-            param.register_post_accumulate_grad_hook(functools.partial(self._grad_hook, index))
+            param.register_post_accumulate_grad_hook(functools.partial(_grad_hook, wrapper, index))
         module._ddp_wrapped = True
 
     # -- the module's face -------------------------------------------------------
