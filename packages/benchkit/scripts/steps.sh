@@ -1,7 +1,8 @@
 # Shared by gpu_pass.sh and multi_gpu_pass.sh (source it; do not run it): a time
 # budget, and step(), which runs one command under its share of that budget and
 # rebuilds the files in $OUT after every step, so that a pass cut short still
-# returns what it finished. The caller sets PASS_TITLE (and BUDGET_S, if not 520).
+# returns what it finished. The caller sets PASS_TITLE (and BUDGET_S, if not 520);
+# ONLY="name name ..." in the environment runs just those steps.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
 BUDGET_S=${BUDGET_S:-520}  # the device allows 600 s per command; keep room for bundling
@@ -34,6 +35,7 @@ bundle() {
 step() {
   local name=$1 limit=$2
   shift 2
+  [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]] && return
   local left=$(( START + BUDGET_S - $(date +%s) ))
   (( limit > left )) && limit=$left
   {
