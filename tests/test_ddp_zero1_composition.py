@@ -46,7 +46,6 @@ def _model(seed):
 
 
 def _train_sharded(rank, world_size, seed):
-    torch.set_num_threads(1)  # the ranks share the cores, as under torchrun
     model = BucketedDDP(_model(seed + rank), bucket_size_mb=0.25)
     optimizer = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=LR)
     rows = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)

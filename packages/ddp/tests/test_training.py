@@ -174,7 +174,6 @@ def _compressed_sum_check(rank, world_size, make_wrapper, x, y):
 
 def _ranks_train(rank, world_size, data_seed):
     """Runs every configuration on this rank; returns what the parent checks."""
-    torch.set_num_threads(1)  # tiny tensors; several ranks' thread pools would fight over the CPU cores
     out = {"trained": {}, "accumulated": {}, "contract": {}, "compressed_sum": {}}
     batches = make_batches(data_seed, world_size, 1)
     micro = make_batches(data_seed + 1, world_size, MICRO_BATCHES)

@@ -22,11 +22,6 @@ STEPS = 12
 TIMEOUT_S = 120
 
 
-def _one_thread_per_rank():
-    """Ranks share the cores: one OpenMP thread each (as torchrun sets), or idle threads spin against each other."""
-    torch.set_num_threads(1)
-
-
 class _Net(nn.Module):
     """Tied embedding/head, a frozen layer, a branch unused on odd steps, a float64 and a non-contiguous parameter."""
 
@@ -283,7 +278,6 @@ def _save_at_two(rank, world_size, seed):
 
 def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
     """Load the consolidated checkpoint into a fresh run at this world size; return the final parameters."""
-    _one_thread_per_rank()
     model = _net_from(snapshot)
     opt = ShardedOptimizer(_checkpoint_groups(model), torch.optim.AdamW, lr=1.0)
     with pytest.raises(ValueError, match="merge_sharded_state_dicts"):
@@ -306,13 +300,11 @@ def _assert_state_dicts_equal(a, b):
 
 
 def _at_two(rank, world_size, seed):
-    _one_thread_per_rank()
     assert _check_matches_unsharded(rank, world_size, seed)
     return _save_at_two(rank, world_size, seed)
 
 
 def _at_three(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
-    _one_thread_per_rank()
     assert _check_matches_unsharded(rank, world_size, seed)
     return _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard)
 

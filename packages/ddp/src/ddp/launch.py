@@ -103,6 +103,11 @@ def _run_rank(
         fn, args = pickle.loads(call)
         if backend == "nccl":
             torch.cuda.set_device(rank)
+        else:
+            # The ranks share this machine's cores: each gets its share instead of one
+            # thread per core, as oversubscribed OpenMP pools spin against each other
+            # (torchrun sets OMP_NUM_THREADS=1 for the same reason).
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
         dist.init_process_group(
             backend,
             rank=rank,
@@ -137,7 +142,9 @@ def spawn(
             (tensors come back by value).
         world_size: number of processes, >= 1.
         args: extra positional arguments passed to every rank.
-        backend: ``"gloo"`` (CPU tensors) or ``"nccl"`` (rank ``r`` uses
+        backend: ``"gloo"`` (CPU tensors; each rank runs with
+            ``torch.set_num_threads(max(1, os.cpu_count() // world_size))``,
+            its share of this machine's cores) or ``"nccl"`` (rank ``r`` uses
             ``cuda:r``).
         timeout_s: one deadline, in seconds, for the whole run; it is also the
             collective timeout of the process group.

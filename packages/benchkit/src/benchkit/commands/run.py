@@ -103,7 +103,6 @@ def _parallel_rank(rank: int, world_size: int, config: ModelConfig, inputs: torc
     from ddp import BucketedDDP
     from zero1 import ShardedOptimizer
 
-    torch.set_num_threads(1)  # the ranks share the machine's cores
     torch.manual_seed(0)
     model = BucketedDDP(TransformerLM(config).to(PARALLEL["dtype"]), bucket_size_mb=PARALLEL["bucket_size_mb"])
     if zero:
