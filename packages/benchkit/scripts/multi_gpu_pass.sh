@@ -26,7 +26,7 @@ DDP_ARGS=(--size small xl --context-length 512 --batch-size 4 --precision bf16 -
 step machine 20 nvidia-smi topo -m
 step ddp4 140 $PY -m benchkit ddp --nproc 4 "${DDP_ARGS[@]}" --out "$R/ddp4"
 step zero 150 $PY -m benchkit zero --size small xl --nproc 2 4 --context-length 256 --batch-size 4 \
-  --warmup 3 --steps 10 --timeout 140 --out "$R/zero"
+  --warmup 3 --steps 10 --timeout-s 140 --out "$R/zero"
 step ddp2 120 $PY -m benchkit ddp --nproc 2 "${DDP_ARGS[@]}" --out "$R/ddp2"
 step allreduce_nccl 50 $PY -m benchkit allreduce --backend nccl --world-sizes 2 4 6 --out "$R/allreduce_nccl"
 step gpu_tests 40 $PY -m pytest -q -m gpu packages/ddp packages/zero1

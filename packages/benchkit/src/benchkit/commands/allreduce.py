@@ -32,6 +32,7 @@ from ddp.launch import spawn
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.errors import BenchkitError
 from benchkit.plot import line_plot
+from benchkit.ranks import launched_by_torchrun
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 
@@ -78,7 +79,6 @@ def time_allreduce(rank: int, world_size: int, sizes_mb: list[float], dtype: str
     else:
         device = torch.device("cpu")
         barrier_options = {}
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))  # the ranks share the cores
     element_size = torch.empty((), dtype=DTYPES[dtype]).element_size()
     samples = []
     for size_mb in sizes_mb:
@@ -128,7 +128,7 @@ def result_rows(backend: str, world_size: int, sizes_mb: list[float], dtype: str
 
 
 def run(args: argparse.Namespace) -> int:
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+    if launched_by_torchrun():
         raise BenchkitError("benchkit allreduce starts its own ranks for each world size; run it without torchrun")
     backends = args.backend or (["gloo", "nccl"] if torch.cuda.device_count() >= 2 else ["gloo"])
     if "nccl" in backends and not torch.cuda.is_available():

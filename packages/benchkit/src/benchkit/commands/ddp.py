@@ -31,12 +31,12 @@ that backward did not hide:
   naive variant's communication time that a variant hides;
 - ``vs_torch``: step time / PyTorch DDP's step time.
 
-It starts both ways: ``benchkit ddp --nproc N`` spawns N ranks on this node
-through :func:`ddp.launch.spawn` (NCCL and one GPU per rank on CUDA, gloo on
-CPU); under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set) it spawns nothing and
-rank 0 writes the results. A variant that fails alike on every rank (out of
-memory, say) is recorded with its ``status`` and the run goes on (exit status
-1); a rank failing alone leaves the others waiting in a collective until the
+It starts both ways (:func:`benchkit.ranks.run_on_ranks`): ``benchkit ddp
+--nproc N`` spawns N ranks on this node through :func:`ddp.launch.spawn` (NCCL
+and one GPU per rank on CUDA, gloo on CPU); under ``torchrun`` it spawns nothing.
+Either way the results are rank 0's measurements, written once. A variant that
+fails alike on every rank (out of memory, say) is recorded with its ``status``
+and the run goes on (exit status 1); a rank failing alone leaves the others waiting in a collective until the
 process group's timeout (``--timeout-s``) ends the run. Rank 0 saves the rows
 measured so far to ``ddp.partial.json`` after every variant.
 """
@@ -46,19 +46,15 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import datetime
-import os
 from typing import Any, Sequence
 
 import torch
-import torch.distributed as dist
 from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
-from ddp.launch import spawn
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
-from benchkit.errors import BenchkitError
 from benchkit.model import ATTENTION_BACKENDS, SIZES, lm_loss, model_config, parameter_count
 from benchkit.plot import bar_plot
+from benchkit.ranks import run_on_ranks
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, PRECISIONS, Workload, free_memory, resolve_device
@@ -177,13 +173,8 @@ def _measure(variant: str, base: Workload, plan: Plan, world_size: int) -> dict[
 
 def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
     """Everything one rank measures (inside an initialized process group); rows in plan order."""
-    if plan.device_type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-        # The ranks share this machine's cores.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    # benchkit.ranks.run_on_ranks has selected this rank's GPU (and spread the CPU cores over the ranks).
+    device = torch.device("cuda", torch.cuda.current_device()) if plan.device_type == "cuda" else torch.device("cpu")
     rows = []
     for size in plan.sizes:
         config = model_config(size, plan.context_length, attention=plan.attention)
@@ -274,11 +265,6 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: 
         print(f"plot: {png}")
 
 
-def _under_launcher() -> bool:
-    """True when started by torchrun (or any launcher that sets RANK and WORLD_SIZE)."""
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
-
-
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     sizes = args.size or (["tiny"] if device.type == "cpu" else ["small", "xl"])
@@ -286,28 +272,10 @@ def run(args: argparse.Namespace) -> int:
                 precision=args.precision, attention=args.attention,
                 variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
                 steps=args.steps, device_type=device.type, out_dir=str(args.out))
-    backend = "nccl" if device.type == "cuda" else "gloo"
-
-    if _under_launcher():
-        created = not dist.is_initialized()
-        if created:
-            if device.type == "cuda":
-                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.timeout_s))
-        try:
-            rank, world_size = dist.get_rank(), dist.get_world_size()
-            rows = run_rank(rank, world_size, plan)
-        finally:
-            if created:
-                dist.destroy_process_group()
-        if rank == 0:
-            report(rows, args, world_size=world_size, backend=backend)
-        return 0 if all(row["status"] == "ok" for row in rows) else 1
-
     nproc = args.nproc or (torch.cuda.device_count() if device.type == "cuda" else 2)
-    if device.type == "cuda" and nproc > torch.cuda.device_count():
-        raise BenchkitError(f"--nproc {nproc} needs {nproc} GPUs (one per rank), "
-                            f"but {torch.cuda.device_count()} are visible")
-    rows = spawn(run_rank, nproc, args=(plan,), backend=backend, timeout_s=args.timeout_s)[0]
-    report(rows, args, world_size=nproc, backend=backend)
+    results = run_on_ranks(run_rank, nproc=nproc, device_type=device.type, timeout_s=args.timeout_s, args=(plan,))
+    if results is None:
+        return 0  # a rank other than 0 under torchrun: rank 0 reports
+    rows = results[0]
+    report(rows, args, world_size=len(results), backend="nccl" if device.type == "cuda" else "gloo")
     return 0 if all(row["status"] == "ok" for row in rows) else 1

@@ -19,25 +19,23 @@ last step, and that whole step's peak (each the largest over the ranks). Predict
 + the rank's optimizer state, and the state bound ``(P / N + largest parameter)
 * 8 bytes`` that ``state_vs_bound`` divides by.
 
-Processes: ``--nproc 2 4`` starts 2, then 4 local processes for each size
-(``ddp.launch.spawn``; NCCL with one GPU per rank on CUDA, gloo on CPU). Under
-``torchrun`` the processes are torchrun's (``--nproc`` is ignored) and rank 0
-writes the results.
+Processes (:func:`benchkit.ranks.run_on_ranks`): ``--nproc 2 4`` starts 2,
+then 4 local processes for each size (``ddp.launch.spawn``; NCCL with one GPU
+per rank on CUDA, gloo on CPU). Under ``torchrun`` the processes are torchrun's
+(``--nproc`` is ignored) and rank 0 writes the results.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from benchkit.argtypes import positive_float, positive_int
-from benchkit.errors import BenchkitError
 from benchkit.model import SIZES, TransformerLM, lm_loss, model_config, random_batch
 from benchkit.plot import bar_plot
+from benchkit.ranks import launched_by_torchrun, run_on_ranks
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, free_memory, resolve_device
@@ -82,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bucket cap in MiB of BucketedDDP and of zero1's broadcast (default: 25)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="auto (default: CUDA if visible), cpu (gloo) or cuda (NCCL, one GPU per rank)")
-    parser.add_argument("--timeout", type=positive_float, default=900.0, metavar="S",
-                        help="seconds allowed for each group of processes (default: 900)")
+    parser.add_argument("--timeout-s", type=positive_float, default=900.0, metavar="S",
+                        help="seconds allowed for each group of processes, and the process group timeout "
+                             "(default: 900)")
     add_output_arguments(parser)
 
 
@@ -172,38 +171,14 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
 
 def _rank_main(rank: int, world_size: int, plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Everything one rank measures, in plan order (runs inside an initialized process group)."""
-    if plan["device_type"] == "cuda":
-        device = torch.device("cuda", torch.cuda.current_device())
-    else:
-        device = torch.device("cpu")
-        # Share the cores instead of every rank starting one thread per core: oversubscribed
-        # OpenMP threads spin against each other (torchrun sets OMP_NUM_THREADS=1 for the same reason).
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    # benchkit.ranks.run_on_ranks has selected this rank's GPU (and spread the CPU cores over the ranks).
+    device = torch.device("cuda", torch.cuda.current_device()) if plan["device_type"] == "cuda" else torch.device("cpu")
     results = []
     for size in plan["sizes"]:
         for variant in plan["variants"]:
             results.append(_measure_variant(size, variant, plan, device, rank))
             free_memory(device)  # the next variant starts from an empty allocator
     return results
-
-
-def _under_torchrun() -> bool:
-    return all(name in os.environ for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"))
-
-
-def _torchrun_main(plan: dict[str, Any]) -> tuple[int, list[list[dict[str, Any]]] | None]:
-    """Run this process's rank under torchrun; rank 0 gets every rank's results."""
-    if plan["device_type"] == "cuda":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group("nccl" if plan["device_type"] == "cuda" else "gloo")
-    try:
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        mine = _rank_main(rank, world_size, plan)
-        everyone = [None] * world_size if rank == 0 else None
-        dist.gather_object(mine, everyone, dst=0)
-        return world_size, everyone
-    finally:
-        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- rows
@@ -301,22 +276,13 @@ def run(args: argparse.Namespace) -> int:
         "device_type": device.type,
     }
     rows: list[dict[str, Any]] = []
-    if _under_torchrun():
-        world_size, per_rank = _torchrun_main(plan)
+    # Under torchrun the processes are torchrun's: one run, and run_on_ranks ignores its nproc.
+    for nproc in args.nproc[:1] if launched_by_torchrun() else args.nproc:
+        per_rank = run_on_ranks(_rank_main, nproc=nproc, device_type=device.type, timeout_s=args.timeout_s,
+                                args=(plan,))
         if per_rank is None:
-            return 0  # rank 0 reports
-        rows = combine(per_rank, world_size, args.context_length)
-    else:
-        from ddp.launch import spawn
-
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        for nproc in args.nproc:
-            if device.type == "cuda" and nproc > torch.cuda.device_count():
-                raise BenchkitError(
-                    f"--nproc {nproc} needs {nproc} GPUs (one per rank), {torch.cuda.device_count()} visible"
-                )
-            per_rank = spawn(_rank_main, nproc, args=(plan,), backend=backend, timeout_s=args.timeout)
-            rows += combine(per_rank, nproc, args.context_length)
+            return 0  # a rank other than 0 under torchrun: rank 0 reports
+        rows += combine(per_rank, len(per_rank), args.context_length)
 
     print(f"device: {environment()['device']}; context {args.context_length}, batch {args.batch_size} per rank, "
           f"fp32; {args.warmup} warm-up + {args.steps} timed steps")
