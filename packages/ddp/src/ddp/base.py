@@ -18,6 +18,7 @@ only in *how* and *when* they all-reduce (see :mod:`ddp.naive`, :mod:`ddp.flat`,
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import hashlib
@@ -47,7 +48,7 @@ def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Te
         live._grad_hook(index, param)
 
 
-class DataParallel(nn.Module):
+class DataParallel(nn.Module, abc.ABC):
     """Base class of the data-parallel wrappers; use a subclass.
 
     Arguments:
@@ -199,9 +200,9 @@ class DataParallel(nn.Module):
     def _on_grad_ready(self, index: int) -> None:
         """Called when ``self._params[index].grad`` is complete for this backward pass (outside no_sync)."""
 
+    @abc.abstractmethod
     def _synchronize(self) -> None:
         """All-reduce and average the gradients of ``self._params``; subclasses implement it."""
-        raise NotImplementedError
 
     # -- helpers for the subclasses ----------------------------------------------
 
