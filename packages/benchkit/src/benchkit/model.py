@@ -41,6 +41,7 @@ __all__ = [
     "SIZES",
     "ModelConfig",
     "TransformerLM",
+    "attention_function",
     "lm_loss",
     "model_config",
     "parameter_count",
@@ -194,7 +195,12 @@ def _sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def _attention_function(backend: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+def attention_function(backend: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The causal attention the model uses for ``backend`` (one of ``ATTENTION_BACKENDS``).
+
+    The returned function maps q, k, v of shape (B, H, T, Dh) to the output of the
+    same shape and dtype; ``benchkit attention`` times these same functions.
+    """
     if backend == "naive":
         return _naive_attention
     if backend == "sdpa":
@@ -215,7 +221,7 @@ class CausalSelfAttention(nn.Module):
         self.num_heads = config.num_heads
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
-        self.attend = _attention_function(config.attention)
+        self.attend = attention_function(config.attention)
         cos, sin = _rope_tables(config)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
