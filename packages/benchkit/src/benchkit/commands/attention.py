@@ -41,8 +41,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch._functorch.config
 
+from benchkit import model
 from benchkit.argtypes import positive_int
-from benchkit.model import attention_function
 from benchkit.plot import line_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
 from benchkit.timing import PhaseTimer
@@ -79,8 +79,8 @@ def attention_function(implementation: str, *, compile_backend: str = "inductor"
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     if implementation == "naive-compiled":
         torch._dynamo.reset()  # a fresh cache: one compiled graph per cell, no recompile limit reached
-        return torch.compile(attention_function("naive"), backend=compile_backend, dynamic=False)
-    return attention_function(implementation)
+        return torch.compile(model.attention_function("naive"), backend=compile_backend, dynamic=False)
+    return model.attention_function(implementation)
 
 
 def _median_ms(fn: Callable[[], Any], device: torch.device, grads: Sequence[torch.Tensor], reps: int) -> float:
