@@ -97,7 +97,26 @@ def check_triton_device(device: torch.device) -> None:
         )
 
 
-def with_head_dim(x: torch.Tensor, has_heads: bool) -> torch.Tensor:
+def _with_head_dim(x: torch.Tensor, has_heads: bool) -> torch.Tensor:
     """The kernels' layout: a tensor of the (B, N, D) layout (``has_heads=False``) gets a head
     dimension of size 1, (B, N, D) -> (B, 1, N, D) and L's (B, N) -> (B, 1, N), as a view."""
     return x if has_heads else x.unsqueeze(1)
+
+
+def forward_any_layout(forward, q, k, v, causal: bool, softmax_scale: float):
+    """Run ``forward`` (a :func:`~flashattn2.reference.tiled_forward`-like function of the
+    (B, H, N, D) layout) on validated q, k, v of either layout: -> (O with q's shape,
+    L with ``q.shape[:-1]``)."""
+    has_heads = q.dim() == 4
+    out, lse = forward(*(_with_head_dim(x, has_heads) for x in (q, k, v)), causal, softmax_scale)
+    return out.view(q.shape), lse.view(q.shape[:-1])
+
+
+def backward_any_layout(backward, grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float):
+    """Run ``backward`` (a :func:`~flashattn2.reference.tiled_backward`-like function of the
+    (B, H, N, D) layout) on tensors of either layout: -> (dq, dk, dv) with the shapes of q, k, v."""
+    has_heads = q.dim() == 4
+    dq, dk, dv = backward(
+        *(_with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale
+    )
+    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from flashattn2._inputs import check_attention_inputs, check_triton_device, with_head_dim
+from flashattn2._inputs import backward_any_layout, check_attention_inputs, check_triton_device, forward_any_layout
 from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_common import interpreting
 from flashattn2._triton_forward import triton_forward
@@ -48,9 +48,7 @@ def _attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated inputs in either layout -> (O with q's shape, L float32 with q.shape[:-1])."""
     forward = triton_forward if backend == "triton" else tiled_forward
-    has_heads = q.dim() == 4
-    out, lse = forward(*(with_head_dim(x, has_heads) for x in (q, k, v)), causal, softmax_scale)
-    return out.view(q.shape), lse.view(q.shape[:-1])
+    return forward_any_layout(forward, q, k, v, causal, softmax_scale)
 
 
 @_attention_forward.register_fake
@@ -72,11 +70,7 @@ def _attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> (dq, dk, dv) with the shapes of q, k, v."""
     backward = triton_backward if backend == "triton" else tiled_backward
-    has_heads = q.dim() == 4
-    dq, dk, dv = backward(
-        *(with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale
-    )
-    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
+    return backward_any_layout(backward, grad_out, q, k, v, out, lse, causal, softmax_scale)
 
 
 @_attention_backward.register_fake

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from flashattn2._inputs import check_attention_inputs, check_triton_device, with_head_dim
+from flashattn2._inputs import backward_any_layout, check_attention_inputs, check_triton_device, forward_any_layout
 from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_forward import triton_forward
 from flashattn2.reference import tiled_backward, tiled_forward
@@ -23,9 +23,7 @@ def _forward(ctx, forward_impl: Callable, q, k, v, is_causal) -> torch.Tensor:
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool; got {type(is_causal).__name__}")
     scale = check_attention_inputs(q, k, v)
-    has_heads = q.dim() == 4
-    out, lse = forward_impl(*(with_head_dim(x, has_heads) for x in (q, k, v)), is_causal, scale)
-    out, lse = out.view(q.shape), lse.view(q.shape[:-1])
+    out, lse = forward_any_layout(forward_impl, q, k, v, is_causal, scale)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.is_causal = is_causal
     ctx.softmax_scale = scale
@@ -33,12 +31,8 @@ def _forward(ctx, forward_impl: Callable, q, k, v, is_causal) -> torch.Tensor:
 
 
 def _backward(ctx, backward_impl: Callable, grad_out: torch.Tensor):
-    q, k, v, out, lse = ctx.saved_tensors
-    has_heads = q.dim() == 4
-    dq, dk, dv = backward_impl(
-        *(with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), ctx.is_causal, ctx.softmax_scale
-    )
-    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None
+    dq, dk, dv = backward_any_layout(backward_impl, grad_out, *ctx.saved_tensors, ctx.is_causal, ctx.softmax_scale)
+    return dq, dk, dv, None
 
 
 class FlashAttention2PyTorch(torch.autograd.Function):
