@@ -83,6 +83,7 @@ class ParameterBroadcaster:
     def broadcast(self) -> None:
         """Copy the owners' current values into every rank's parameters (collective)."""
         pending: deque[tuple[_Bucket, torch.Tensor | None, dist.Work]] = deque()
+        packed_in_flight = 0  # entries of pending with a buffer
         for bucket in self.buckets:
             if bucket.in_place:
                 buffer = None
@@ -90,10 +91,13 @@ class ParameterBroadcaster:
             else:
                 buffer = self._packed(bucket)
                 tensor = buffer
+                packed_in_flight += 1
             work = dist.broadcast(tensor, group=self._group, group_src=bucket.owner, async_op=True)
             pending.append((bucket, buffer, work))
-            while sum(buf is not None for _, buf, _ in pending) > _PACKED_BUCKETS_IN_FLIGHT:
-                self._finish(*pending.popleft())
+            while packed_in_flight > _PACKED_BUCKETS_IN_FLIGHT:
+                oldest = pending.popleft()
+                packed_in_flight -= oldest[1] is not None
+                self._finish(*oldest)
         while pending:
             self._finish(*pending.popleft())
 
