@@ -175,10 +175,11 @@ def spawn(
     port = find_free_port()
     # Unpickled by each rank once fn's module is importable there (see _import_root).
     call = pickle.dumps((fn, tuple(args)))
+    import_root = _import_root(fn)
     procs = [
         ctx.Process(
             target=_run_rank,
-            args=(rank, world_size, backend, port, call, _import_root(fn), timeout_s, results),
+            args=(rank, world_size, backend, port, call, import_root, timeout_s, results),
             name=f"rank{rank}",
         )
         for rank in range(world_size)
