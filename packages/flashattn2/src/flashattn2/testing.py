@@ -46,6 +46,19 @@ __all__ = [
 ERROR_FACTOR = 2.0
 
 
+def _per_query_head(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """k or v with each k/v head repeated for the query heads that share it (grouped-query attention)."""
+    if q.dim() == 4 and x.shape[1] != q.shape[1]:
+        return x.repeat_interleave(q.shape[1] // x.shape[1], dim=1)
+    return x
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor, softmax_scale: float | None) -> torch.Tensor:
+    """``scale * q k^T`` for every query/key pair (scale ``1/sqrt(D)`` by default)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale
+    return q @ _per_query_head(k, q).transpose(-1, -2) * scale
+
+
 def naive_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -68,12 +81,7 @@ def naive_attention(
         logsumexp of each row's scaled scores. A query that sees no key gets O = 0
         and L = -inf. Differentiable in q, k and v.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale
-    if q.dim() == 4 and k.shape[1] != q.shape[1]:
-        group = q.shape[1] // k.shape[1]
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-    scores = q @ k.transpose(-1, -2) * scale
+    scores = _scaled_scores(q, k, softmax_scale)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if causal:
         i = torch.arange(n_q, device=q.device)[:, None]
@@ -84,11 +92,10 @@ def naive_attention(
     scores = scores.masked_fill(~visible, float("-inf"))
     row_sees_a_key = visible.any(dim=-1)
     # Rows that see nothing: softmax of a row of -inf is nan; those rows are defined as O = 0, L = -inf.
-    probs = torch.softmax(torch.where(row_sees_a_key[:, None], scores, 0.0), dim=-1)
-    probs = torch.where(row_sees_a_key[:, None], probs, 0.0)
-    lse = torch.where(row_sees_a_key, torch.logsumexp(torch.where(row_sees_a_key[:, None], scores, 0.0), -1),
-                      float("-inf"))
-    return probs @ v, lse
+    safe_scores = torch.where(row_sees_a_key[:, None], scores, 0.0)
+    probs = torch.where(row_sees_a_key[:, None], torch.softmax(safe_scores, dim=-1), 0.0)
+    lse = torch.where(row_sees_a_key, torch.logsumexp(safe_scores, -1), float("-inf"))
+    return probs @ _per_query_head(v, q), lse
 
 
 def naive_attention_float64(
@@ -146,10 +153,7 @@ def max_abs_logit(q: torch.Tensor, k: torch.Tensor, softmax_scale: float | None 
     """The largest finite ``|scale * q . k|`` over all query/key pairs, computed in float64 (shapes as in
     :func:`naive_attention`)."""
     q, k = (x.detach().to(torch.float64) for x in (q, k))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale
-    if q.dim() == 4 and k.shape[1] != q.shape[1]:
-        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    logits = (q @ k.transpose(-1, -2) * scale).abs()
+    logits = _scaled_scores(q, k, softmax_scale).abs()
     logits = logits[logits.isfinite()]
     return logits.max().item() if logits.numel() else 0.0
 
