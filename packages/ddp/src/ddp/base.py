@@ -45,7 +45,7 @@ def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Te
     """Post-accumulate-grad hook: forwards to the wrapper while it is alive."""
     live = wrapper()
     if live is not None:
-        live._grad_hook(index, param)
+        live._grad_hook(index)
 
 
 class DataParallel(nn.Module, abc.ABC):
@@ -192,7 +192,7 @@ class DataParallel(nn.Module, abc.ABC):
         self._backward_seen = False
         self._synchronize()
 
-    def _grad_hook(self, index: int, param: torch.Tensor) -> None:
+    def _grad_hook(self, index: int) -> None:
         self._backward_seen = True
         if self._sync_enabled:
             self._on_grad_ready(index)
