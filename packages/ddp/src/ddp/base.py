@@ -110,7 +110,6 @@ class DataParallel(nn.Module, abc.ABC):
         # tied (shared) weight once, under its first name.
         self._param_names = [n for n, _ in named]
         self._params = [p for _, p in named]
-        self._device = self._params[0].device
 
         self._check_same_structure()
         self._broadcast_from_rank0()
@@ -252,7 +251,7 @@ class DataParallel(nn.Module, abc.ABC):
         """Compare a hash of the parameter/buffer list across ranks, before any broadcast could hang."""
         signature = self._structure_signature()
         digest = int.from_bytes(hashlib.sha256(signature.encode()).digest()[:8], "little", signed=True)
-        mine = torch.tensor([digest], dtype=torch.int64, device=self._device)
+        mine = torch.tensor([digest], dtype=torch.int64, device=self._params[0].device)
         everyone = [torch.empty_like(mine) for _ in range(self.world_size)]
         dist.all_gather(everyone, mine, group=self.process_group)
         digests = [int(t.item()) for t in everyone]
