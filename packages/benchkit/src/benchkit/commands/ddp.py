@@ -146,7 +146,7 @@ def _wrap(variant: str, model: torch.nn.Module, device: torch.device):
     return wrapper, wrapper.finish_gradient_synchronization
 
 
-def _measure(variant: str, base: Workload, plan: Plan, world_size: int) -> dict[str, Any]:
+def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
     """Train a copy of ``base.model`` wrapped as ``variant``; return its result row."""
     model = copy.deepcopy(base.model)
     wrapped, finish = _wrap(variant, model, base.device)
@@ -189,7 +189,7 @@ def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
             # run goes on; one rank failing alone leaves the others waiting in a collective until the
             # process group's timeout.
             try:
-                row.update(_measure(variant, base, plan, world_size))
+                row.update(_measure(variant, base, plan))
             except torch.OutOfMemoryError:
                 row["status"] = "OOM"
             except Exception as error:  # noqa: BLE001 - recorded in the row, see above
