@@ -114,3 +114,8 @@ class PhaseTimer:
     def summary(self) -> dict[str, Stats]:
         """:class:`Stats` per phase, in the order phases were first recorded."""
         return {name: summarize(values) for name, values in self.samples.items()}
+
+    def step_totals(self) -> list[float]:
+        """Seconds per step, for loops that record each phase once per step: the sum
+        over phases of their i-th samples, for every i up to the fewest samples of a phase."""
+        return [sum(samples) for samples in zip(*self.samples.values())]

@@ -204,9 +204,7 @@ def measure(
     timer.clear()
     for _ in range(steps):
         workload.step(mode, timer)
-    stats = timer.summary()
-    per_step = [sum(samples[i] for samples in timer.samples.values()) for i in range(steps)]
-    return {**stats, "step": summarize(per_step)}
+    return {**timer.summary(), "step": summarize(timer.step_totals())}
 
 
 def free_memory(device: torch.device) -> None:

@@ -167,8 +167,7 @@ def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
         with timer.phase("optimizer"):
             scaler.step(optimizer)
             scaler.update()
-    per_step = [sum(samples[i] for samples in timer.samples.values()) for i in range(plan.steps)]
-    return {"status": "ok", "phases": timer.summary(), "step": summarize(per_step)}
+    return {"status": "ok", "phases": timer.summary(), "step": summarize(timer.step_totals())}
 
 
 def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:

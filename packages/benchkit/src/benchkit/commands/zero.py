@@ -155,12 +155,11 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
         if last:
             after_step = _allocated(device)
             peak_step = torch.cuda.max_memory_allocated(device) if cuda else None
-    samples = timer.samples
     return {
         "size": size,
         "variant": variant,
-        "step_s": [f + o for f, o in zip(samples["forward_backward"], samples["optimizer"])],
-        "optimizer_s": samples["optimizer"],
+        "step_s": timer.step_totals(),
+        "optimizer_s": timer.samples["optimizer"],
         "model_bytes": model_bytes,
         "before_step_bytes": before_step,
         "after_step_bytes": after_step,
