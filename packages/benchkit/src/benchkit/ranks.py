@@ -20,10 +20,15 @@ Example::
     results = run_on_ranks(measure, nproc=2, device_type="cpu", timeout_s=60, args=(10,))
     if results is not None:  # None on the ranks other than 0 under torchrun
         print(results[0])
+
+Both commands also share their options that mean the same (:func:`add_rank_arguments`),
+the sizes measured when ``--size`` is not given (:func:`default_rank_sizes`) and a
+rank's device (:func:`rank_device`).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 from typing import Any, Callable, Sequence
@@ -32,9 +37,51 @@ import torch
 import torch.distributed as dist
 from ddp.launch import spawn
 
+from benchkit.argtypes import positive_float, positive_int
 from benchkit.errors import BenchkitError
+from benchkit.model import SIZES
 
-__all__ = ["launched_by_torchrun", "run_on_ranks"]
+__all__ = [
+    "add_rank_arguments",
+    "backend_for",
+    "default_rank_sizes",
+    "launched_by_torchrun",
+    "rank_device",
+    "run_on_ranks",
+]
+
+
+def add_rank_arguments(parser: argparse.ArgumentParser, *, context_length: int, timeout_s: float) -> None:
+    """The options of the distributed benchmarks that mean the same in each: ``--size``,
+    ``--context-length`` (default ``context_length``), ``--batch-size`` (per rank),
+    ``--device`` (auto, cpu or cuda) and ``--timeout-s`` (default ``timeout_s``, see :func:`run_on_ranks`)."""
+    parser.add_argument("--size", choices=list(SIZES), nargs="+", default=None,
+                        help="model sizes (default: tiny on CPU; small and xl on GPUs)")
+    parser.add_argument("--context-length", type=positive_int, default=context_length, metavar="T",
+                        help=f"tokens per sequence (default: {context_length})")
+    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
+                        help="sequences per rank and step, each rank its own (default: 4)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible")
+    parser.add_argument("--timeout-s", type=positive_float, default=timeout_s, metavar="S",
+                        help=f"deadline of each spawned group of ranks, and the process group timeout "
+                             f"(default: {timeout_s:g})")
+
+
+def default_rank_sizes(device: torch.device) -> list[str]:
+    """The sizes measured when ``--size`` is not given: tiny on a CPU, small and xl on GPUs."""
+    return ["tiny"] if device.type == "cpu" else ["small", "xl"]
+
+
+def backend_for(device_type: str) -> str:
+    """The process group backend for ranks on ``device_type``: NCCL on CUDA, gloo on the CPU."""
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def rank_device(device_type: str) -> torch.device:
+    """Inside a function run by :func:`run_on_ranks`: this rank's device, the GPU that
+    was selected for it on CUDA (``LOCAL_RANK`` under torchrun, the rank when spawned), else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
 
 
 def launched_by_torchrun() -> bool:
@@ -75,7 +122,7 @@ def run_on_ranks(
         BenchkitError: on CUDA, ``nproc`` exceeds the visible GPUs (when spawning).
         ddp.launch.DistributedRunError: a spawned rank failed or missed the deadline.
     """
-    backend = "nccl" if device_type == "cuda" else "gloo"
+    backend = backend_for(device_type)
     if not launched_by_torchrun():
         if device_type == "cuda" and nproc > torch.cuda.device_count():
             raise BenchkitError(f"--nproc {nproc} needs {nproc} GPUs (one per rank), "

@@ -52,9 +52,9 @@ import torch
 from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
-from benchkit.model import ATTENTION_BACKENDS, SIZES, lm_loss, model_config, parameter_count
+from benchkit.model import ATTENTION_BACKENDS, lm_loss, model_config, parameter_count
 from benchkit.plot import bar_plot
-from benchkit.ranks import run_on_ranks
+from benchkit.ranks import add_rank_arguments, backend_for, default_rank_sizes, rank_device, run_on_ranks
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, PRECISIONS, Workload, free_memory, resolve_device
@@ -74,18 +74,11 @@ PLOT_PX_PER_VARIANT = 110  # room for a label like "bucketed-1000MB" in the plot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", choices=list(SIZES), nargs="+", default=None,
-                        help="model sizes (default: tiny on CPU; small and xl on GPUs)")
-    parser.add_argument("--context-length", type=positive_int, default=512, metavar="T",
-                        help="tokens per sequence (default: 512)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="sequences per rank and step, each rank its own (default: 4)")
+    add_rank_arguments(parser, context_length=512, timeout_s=DEFAULT_TIMEOUT_S)
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="fp32, bf16 autocast, or fp16 autocast with loss scaling (default: fp32)")
     parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa",
                         help="attention backend (default: sdpa)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible")
     parser.add_argument("--nproc", type=positive_int, default=None,
                         help="ranks to spawn on this node (default: one per GPU on CUDA, 2 on CPU); "
                              "ignored under torchrun")
@@ -95,8 +88,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)")
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (default: 10)")
-    parser.add_argument("--timeout-s", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                        help="deadline of the whole spawned run, and the process group timeout (default: 3600)")
     add_output_arguments(parser)
 
 
@@ -172,8 +163,7 @@ def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
 
 def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
     """Everything one rank measures (inside an initialized process group); rows in plan order."""
-    # benchkit.ranks.run_on_ranks has selected this rank's GPU (and spread the CPU cores over the ranks).
-    device = torch.device("cuda", torch.cuda.current_device()) if plan.device_type == "cuda" else torch.device("cpu")
+    device = rank_device(plan.device_type)
     rows = []
     for size in plan.sizes:
         config = model_config(size, plan.context_length, attention=plan.attention)
@@ -266,7 +256,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: 
 
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
-    sizes = args.size or (["tiny"] if device.type == "cpu" else ["small", "xl"])
+    sizes = args.size or default_rank_sizes(device)
     plan = Plan(sizes=tuple(sizes), context_length=args.context_length, batch_size=args.batch_size,
                 precision=args.precision, attention=args.attention,
                 variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
@@ -276,5 +266,5 @@ def run(args: argparse.Namespace) -> int:
     if results is None:
         return 0  # a rank other than 0 under torchrun: rank 0 reports
     rows = results[0]
-    report(rows, args, world_size=len(results), backend="nccl" if device.type == "cuda" else "gloo")
+    report(rows, args, world_size=len(results), backend=backend_for(device.type))
     return 0 if all(row["status"] == "ok" for row in rows) else 1

@@ -33,9 +33,9 @@ from typing import Any
 import torch
 
 from benchkit.argtypes import positive_float, positive_int
-from benchkit.model import SIZES, TransformerLM, lm_loss, model_config, random_batch
+from benchkit.model import TransformerLM, lm_loss, model_config, random_batch
 from benchkit.plot import bar_plot
-from benchkit.ranks import launched_by_torchrun, run_on_ranks
+from benchkit.ranks import add_rank_arguments, default_rank_sizes, launched_by_torchrun, rank_device, run_on_ranks
 from benchkit.report import add_output_arguments, environment, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, free_memory, resolve_device
@@ -48,6 +48,7 @@ EXAMPLES = """\
 """
 
 VARIANTS = ("adamw", "zero1", "zero1-per-param", "torch-zero")
+DEFAULT_TIMEOUT_S = 900.0  # per group of ranks: the xl runs take minutes; a hang still ends
 MIB = 2**20
 # AdamW keeps exp_avg and exp_avg_sq, each shaped like its fp32 parameter: 2 x 4 bytes
 # per parameter element (PyTorch's AdamW without amsgrad).
@@ -62,12 +63,7 @@ MEMORY_COLUMNS = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", choices=list(SIZES), nargs="+", default=None,
-                        help="model sizes (default: tiny on CPU; small and xl on GPU)")
-    parser.add_argument("--context-length", type=positive_int, default=256, metavar="T",
-                        help="tokens per sequence (default: 256)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="sequences per rank and step (default: 4)")
+    add_rank_arguments(parser, context_length=256, timeout_s=DEFAULT_TIMEOUT_S)
     parser.add_argument("--nproc", type=positive_int, nargs="+", default=[2], metavar="N",
                         help="numbers of local processes to start, one run each (default: 2); "
                              "ignored under torchrun")
@@ -78,11 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps (default: 10)")
     parser.add_argument("--bucket-size-mb", type=positive_float, default=25.0, metavar="MB",
                         help="bucket cap in MiB of BucketedDDP and of zero1's broadcast (default: 25)")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                        help="auto (default: CUDA if visible), cpu (gloo) or cuda (NCCL, one GPU per rank)")
-    parser.add_argument("--timeout-s", type=positive_float, default=900.0, metavar="S",
-                        help="seconds allowed for each group of processes, and the process group timeout "
-                             "(default: 900)")
     add_output_arguments(parser)
 
 
@@ -170,8 +161,7 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
 
 def _rank_main(rank: int, world_size: int, plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Everything one rank measures, in plan order (runs inside an initialized process group)."""
-    # benchkit.ranks.run_on_ranks has selected this rank's GPU (and spread the CPU cores over the ranks).
-    device = torch.device("cuda", torch.cuda.current_device()) if plan["device_type"] == "cuda" else torch.device("cpu")
+    device = rank_device(plan["device_type"])
     results = []
     for size in plan["sizes"]:
         for variant in plan["variants"]:
@@ -265,7 +255,7 @@ def _plot(rows: list[dict[str, Any]], out_dir, memory_key: str) -> list:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     plan = {
-        "sizes": args.size or (["tiny"] if device.type == "cpu" else ["small", "xl"]),
+        "sizes": args.size or default_rank_sizes(device),
         "variants": args.variants,
         "context_length": args.context_length,
         "batch_size": args.batch_size,
