@@ -36,7 +36,15 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
 import numpy
 import torch
 
-__all__ = ["add_output_arguments", "environment", "format_table", "options_for_json", "progress", "write_results"]
+__all__ = [
+    "add_output_arguments",
+    "device_name",
+    "environment",
+    "format_table",
+    "options_for_json",
+    "progress",
+    "write_results",
+]
 
 T = TypeVar("T")
 
@@ -65,7 +73,8 @@ def _git_revision() -> str | None:
     return done.stdout.strip() or None
 
 
-def _device_name() -> str:
+def device_name() -> str:
+    """This machine's device as tables and :func:`environment` name it: the CUDA GPU, else the CPU and its threads."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
@@ -75,7 +84,7 @@ def environment() -> dict[str, Any]:
     """Where and how a measurement was taken: device, software versions, git
     revision (None outside a checkout), command line, UTC date and hostname."""
     return {
-        "device": _device_name(),
+        "device": device_name(),
         "torch": torch.__version__,
         "triton": _package_version("triton"),
         "cuda": torch.version.cuda,

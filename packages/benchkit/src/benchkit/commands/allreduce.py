@@ -33,7 +33,7 @@ from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.errors import BenchkitError
 from benchkit.plot import line_plot
 from benchkit.ranks import launched_by_torchrun
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 
 HELP = "all-reduce ms, algorithm and bus bandwidth: gloo/NCCL x message size x world size"
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                          args=(args.sizes_mb, args.dtype, args.warmup, args.iters))
         rows += result_rows(backend, world_size, args.sizes_mb, args.dtype, per_rank)
 
-    print(f"device: {environment()['device']}; {args.dtype}; {args.warmup} warm-up + {args.iters} timed calls")
+    print(f"device: {device_name()}; {args.dtype}; {args.warmup} warm-up + {args.iters} timed calls")
     if skipped:
         print(f"skipped: {'; '.join(skipped)}")
     print(format_table(rows, ["backend", "world_size", "size_mb", "ms", "std_ms", "median_ms", "algbw_GBps",

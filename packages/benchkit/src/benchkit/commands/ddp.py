@@ -55,7 +55,7 @@ from benchkit.argtypes import non_negative_int, positive_float, positive_int
 from benchkit.model import ATTENTION_BACKENDS, lm_loss, model_config, parameter_count
 from benchkit.plot import bar_plot
 from benchkit.ranks import add_rank_arguments, backend_for, default_rank_sizes, rank_device, run_on_ranks
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, PRECISIONS, Workload, free_memory, resolve_device
 
@@ -232,7 +232,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: 
     """Print the table and write ``ddp.json`` (+ CSV) and one PNG per size into ``args.out``."""
     add_derived_columns(rows)
     plan = rows[0]
-    print(f"device: {environment()['device']}; {world_size} ranks over {backend}; "
+    print(f"device: {device_name()}; {world_size} ranks over {backend}; "
           f"{plan['batch_size_per_rank']} x {plan['context_length']} tokens per rank; {plan['precision']}; "
           f"{args.warmup} warm-up + {args.steps} timed steps")
     print(format_table(table_rows(rows)))

@@ -29,7 +29,7 @@ from benchkit.errors import BenchkitError
 from benchkit.memory import measure_breakdown, predicted_memory, timeline_from_snapshot
 from benchkit.model import model_config
 from benchkit.plot import bar_plot, line_plot
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer
 from benchkit.workload import Workload, add_workload_arguments, default_sizes, free_memory, resolve_device
 
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
                                "part": "allocated after forward",
                                "measured_GiB": row["breakdown"]["allocated_after_forward"] / GIB})
 
-    print(f"device: {environment()['device']}; {size}, batch {args.batch_size}, attention {args.attention}")
+    print(f"device: {device_name()}; {size}, batch {args.batch_size}, attention {args.attention}")
     print(format_table([
         {"ctx": r["context_length"], "prec": r["precision"], "mode": r["mode"], "status": r["status"],
          "peak_GiB": r["peak_bytes"] / GIB if r["status"] == "ok" else None}

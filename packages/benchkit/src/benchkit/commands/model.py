@@ -20,7 +20,7 @@ import torch
 from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.flops import model_flops, peak_flops
 from benchkit.model import model_config, parameter_count
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, progress, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, progress, write_results
 from benchkit.workload import (
     MODES,
     Workload,
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                   compile=args.compile, device=device, warmup=args.warmup, steps=args.steps)
         for size, context_length, mode, precision in progress(grid, "benchkit model", total=len(grid))
     ]
-    print(f"device: {environment()['device']}; batch {args.batch_size}; "
+    print(f"device: {device_name()}; batch {args.batch_size}; "
           f"{args.warmup} warm-up + {args.steps} timed steps; attention {args.attention}"
           f"{'; torch.compile' if args.compile else ''}")
     print(format_table(table_rows(rows)))

@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity
 
 from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.model import model_config
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer
 from benchkit.workload import (
     MODES,
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     rows = phase_breakdown(profiler.events(), phases, device_type=device.type)
     summary = phase_summary(rows, phases, args.steps)
     what = "GPU kernels by GPU time" if device.type == "cuda" else "CPU operators by self CPU time"
-    print(f"device: {environment()['device']}; {size}, context {args.context_length}, batch {args.batch_size}, "
+    print(f"device: {device_name()}; {size}, context {args.context_length}, batch {args.batch_size}, "
           f"{args.precision}, {args.mode}; {args.steps} profiled steps after {args.warmup} warm-up")
     for phase in phases:
         top = [r for r in rows if r["phase"] == phase][: args.top]

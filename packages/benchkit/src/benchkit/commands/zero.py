@@ -36,7 +36,7 @@ from benchkit.argtypes import positive_float, positive_int
 from benchkit.model import TransformerLM, lm_loss, model_config, random_batch
 from benchkit.plot import bar_plot
 from benchkit.ranks import add_rank_arguments, default_rank_sizes, launched_by_torchrun, rank_device, run_on_ranks
-from benchkit.report import add_output_arguments, environment, format_table, options_for_json, write_results
+from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.workload import LEARNING_RATE, free_memory, resolve_device
 
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a rank other than 0 under torchrun: rank 0 reports
         rows += combine(per_rank, len(per_rank), args.context_length)
 
-    print(f"device: {environment()['device']}; context {args.context_length}, batch {args.batch_size} per rank, "
+    print(f"device: {device_name()}; context {args.context_length}, batch {args.batch_size} per rank, "
           f"fp32; {args.warmup} warm-up + {args.steps} timed steps")
     print(format_table(rows, TIME_COLUMNS))
     print()
