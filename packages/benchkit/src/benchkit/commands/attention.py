@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import itertools
 import sys
 from pathlib import Path
@@ -46,7 +45,7 @@ from benchkit.argtypes import positive_int
 from benchkit.plot import line_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
 from benchkit.timing import PhaseTimer
-from benchkit.workload import resolve_device
+from benchkit.workload import free_memory, resolve_device
 
 HELP = "naive / compiled / SDPA / flashattn2 attention: forward and backward time and peak memory"
 EXAMPLES = """\
@@ -169,9 +168,7 @@ def measure_cell(
             print(f"benchkit attention: {implementation} {dtype} N={seq_len} D={head_dim}: {row['status']}",
                   file=sys.stderr)
     finally:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        free_memory(device)
     return row
 
 
