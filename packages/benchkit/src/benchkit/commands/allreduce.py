@@ -70,6 +70,11 @@ def bus_bandwidth(algbw: float, world_size: int) -> float:
     return algbw * 2 * (world_size - 1) / world_size
 
 
+def _elements(size_mb: float, dtype: str) -> int:
+    """Elements of the all-reduced tensor of ``size_mb`` MiB (at least one)."""
+    return max(1, round(size_mb * BYTES_PER_MIB / DTYPES[dtype].itemsize))
+
+
 def time_allreduce(rank: int, world_size: int, sizes_mb: list[float], dtype: str, warmup: int,
                    iters: int) -> list[list[float]]:
     """One rank: seconds of each timed all-reduce, one list per size (inside an initialized group)."""
@@ -79,11 +84,10 @@ def time_allreduce(rank: int, world_size: int, sizes_mb: list[float], dtype: str
     else:
         device = torch.device("cpu")
         barrier_options = {}
-    element_size = torch.empty((), dtype=DTYPES[dtype]).element_size()
     samples = []
     for size_mb in sizes_mb:
         # zeros: the repeated in-place sums stay finite
-        tensor = torch.zeros(max(1, round(size_mb * BYTES_PER_MIB / element_size)), dtype=DTYPES[dtype], device=device)
+        tensor = torch.zeros(_elements(size_mb, dtype), dtype=DTYPES[dtype], device=device)
         timer = PhaseTimer(device)
         for call in range(warmup + iters):
             if call == warmup:
@@ -113,12 +117,11 @@ def _cells(backends: list[str], world_sizes: list[int]) -> tuple[list[tuple[str,
 def result_rows(backend: str, world_size: int, sizes_mb: list[float], dtype: str,
                 per_rank: list[list[list[float]]]) -> list[dict[str, Any]]:
     """Rows of one spawned run; ``per_rank[r][s][i]`` is rank r's i-th time (s) at size index s."""
-    element_size = torch.empty((), dtype=DTYPES[dtype]).element_size()
     rows = []
     for index, size_mb in enumerate(sizes_mb):
         slowest = [max(times) for times in zip(*(rank_samples[index] for rank_samples in per_rank))]
         stats = summarize(slowest)
-        nbytes = max(1, round(size_mb * BYTES_PER_MIB / element_size)) * element_size
+        nbytes = _elements(size_mb, dtype) * DTYPES[dtype].itemsize
         algbw = nbytes / stats.mean / GB
         rows.append({"backend": backend, "world_size": world_size, "size_mb": size_mb, "bytes": nbytes,
                      "dtype": dtype, "time": stats, "ms": stats.mean * 1e3, "std_ms": stats.std * 1e3,
