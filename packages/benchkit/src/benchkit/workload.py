@@ -44,6 +44,7 @@ __all__ = [
     "PHASES",
     "PRECISIONS",
     "Workload",
+    "add_device_argument",
     "add_workload_arguments",
     "default_sizes",
     "free_memory",
@@ -81,6 +82,11 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device``: auto (default), cpu, cuda or cuda:N, for :func:`resolve_device`."""
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+
+
 def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     """The options that pick a workload: ``--size``, ``--context-length``,
     ``--batch-size``, ``--precision``, ``--attention``, ``--compile``, ``--device``.
@@ -101,7 +107,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> N
     )
     parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa", help="attention backend (default: sdpa)")
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    add_device_argument(parser)
 
 
 def default_sizes(device: torch.device) -> list[str]:

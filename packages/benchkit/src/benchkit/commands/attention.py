@@ -45,7 +45,7 @@ from benchkit.argtypes import positive_int
 from benchkit.plot import line_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
 from benchkit.timing import PhaseTimer
-from benchkit.workload import free_memory, resolve_device
+from benchkit.workload import add_device_argument, free_memory, resolve_device
 
 HELP = "naive / compiled / SDPA / flashattn2 attention: forward and backward time and peak memory"
 EXAMPLES = """\
@@ -264,7 +264,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=positive_int, default=3, help="timed runs per pass on a CPU (default: 3)")
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile backend for naive-compiled (default: inductor)")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    add_device_argument(parser)
     add_output_arguments(parser)
 
 

@@ -40,7 +40,7 @@ from benchkit.argtypes import non_negative_int, positive_int
 from benchkit.model import SIZES, model_config
 from benchkit.plot import bar_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
-from benchkit.workload import Workload, default_sizes, free_memory, measure, resolve_device
+from benchkit.workload import Workload, add_device_argument, default_sizes, free_memory, measure, resolve_device
 
 HELP = "mixed precision: fp16/bf16 accumulation error, autocast dtypes per layer, fp32 vs bf16 step time"
 EXAMPLES = """\
@@ -202,7 +202,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step-time: sequences per step (default: 4)")
     parser.add_argument("--warmup", type=non_negative_int, default=5, help="step-time: untimed steps (default: 5)")
     parser.add_argument("--steps", type=positive_int, default=10, help="step-time: timed steps (default: 10)")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    add_device_argument(parser)
     add_output_arguments(parser)
 
 

@@ -37,7 +37,7 @@ from benchkit.commands.model import benchmark, table_rows
 from benchkit.model import ModelConfig, TransformerLM, lm_loss, model_config, random_batch
 from benchkit.plot import bar_plot
 from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
-from benchkit.workload import resolve_device
+from benchkit.workload import add_device_argument, resolve_device
 
 HELP = "the end-to-end tour: model phases, attention, DDP and ZeRO-1 vs one process, accounting; writes a report"
 EXAMPLES = """\
@@ -81,7 +81,7 @@ PARALLEL_TIMEOUT_S = 120.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    add_device_argument(parser)
     add_output_arguments(parser)
 
 
