@@ -16,7 +16,7 @@ Three parts (``--part``, default all):
   device, and the dtypes of the parameters, the loss and the gradients. A dtype
   the device's autocast does not support is recorded as unsupported.
 - ``step-time``: training-step time of the reference model
-  (:class:`benchkit.workload.Workload`, mode ``train-step``) in fp32 and with bf16
+  (:func:`benchkit.commands.model.benchmark`, mode ``train-step``) in fp32 and with bf16
   autocast across model sizes, mean and std over ``--steps`` after ``--warmup``;
   a configuration that runs out of GPU memory is recorded as ``"OOM"``.
 
@@ -37,10 +37,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchkit.argtypes import non_negative_int, positive_int
-from benchkit.model import SIZES, model_config
+from benchkit.commands.model import benchmark
+from benchkit.model import SIZES
 from benchkit.plot import bar_plot
 from benchkit.report import add_output_arguments, format_table, progress, write_results
-from benchkit.workload import Workload, add_device_argument, default_sizes, free_memory, measure, resolve_device
+from benchkit.workload import add_device_argument, default_sizes, resolve_device
 
 HELP = "mixed precision: fp16/bf16 accumulation error, autocast dtypes per layer, fp32 vs bf16 step time"
 EXAMPLES = """\
@@ -174,16 +175,12 @@ def step_time_rows(
     for size, precision in progress(cells, desc="precision step-time"):
         row: dict[str, Any] = {"size": size, "precision": precision, "context_length": context_length,
                                "batch_size": batch_size, "step_ms": None, "step_std_ms": None}
-        try:
-            workload = Workload(model_config(size, context_length), batch_size=batch_size, device=device,
-                                precision=precision)
-            stats = measure(workload, "train-step", warmup=warmup, steps=steps)["step"]
-            row["step_ms"], row["step_std_ms"] = stats.mean * 1e3, stats.std * 1e3
-        except torch.OutOfMemoryError:
-            row["step_ms"] = row["step_std_ms"] = "OOM"
-        finally:
-            workload = None  # drop the model and optimizer before returning cached memory
-            free_memory(device)
+        result = benchmark(size, context_length, "train-step", precision, batch_size=batch_size, attention="sdpa",
+                           compile=False, device=device, warmup=warmup, steps=steps)
+        if result["status"] == "ok":
+            row["step_ms"], row["step_std_ms"] = result["step"].mean * 1e3, result["step"].std * 1e3
+        else:
+            row["step_ms"] = row["step_std_ms"] = result["status"]
         rows.append(row)
     return rows
 
