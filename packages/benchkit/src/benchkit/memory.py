@@ -56,7 +56,13 @@ import torch
 from benchkit.model import ModelConfig, lm_loss, parameter_count
 from benchkit.workload import Workload
 
-__all__ = ["measure_breakdown", "predicted_memory", "saved_tensor_bytes", "timeline_from_snapshot"]
+__all__ = [
+    "measure_breakdown",
+    "optimizer_state_bytes",
+    "predicted_memory",
+    "saved_tensor_bytes",
+    "timeline_from_snapshot",
+]
 
 
 def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> dict[str, int]:
@@ -111,6 +117,11 @@ def _tensor_bytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the tensors in ``optimizer.state`` (for AdamW: its moments and step counters)."""
+    return _tensor_bytes(t for state in optimizer.state.values() for t in state.values())
+
+
 def measure_breakdown(workload: Workload) -> dict[str, Any]:
     """Run one instrumented training step of ``workload`` and measure its memory.
 
@@ -137,7 +148,7 @@ def measure_breakdown(workload: Workload) -> dict[str, Any]:
     workload.scaler.step(optimizer)
     workload.scaler.update()
     result["parameters"] = _tensor_bytes(model.parameters())
-    result["optimizer_state"] = _tensor_bytes(t for state in optimizer.state.values() for t in state.values())
+    result["optimizer_state"] = optimizer_state_bytes(optimizer)
     return result
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from benchkit.argtypes import positive_float, positive_int
+from benchkit.memory import optimizer_state_bytes
 from benchkit.model import TransformerLM, lm_loss, model_config, random_batch
 from benchkit.plot import bar_plot
 from benchkit.ranks import add_rank_arguments, default_rank_sizes, launched_by_torchrun, rank_device, run_on_ranks
@@ -99,13 +100,7 @@ def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     # ZeroRedundancyOptimizer keeps its shard's optimizer in .optim; ShardedOptimizer.state is its shard's.
-    local = optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
-    return sum(
-        value.numel() * value.element_size()
-        for state in local.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    )
+    return optimizer_state_bytes(optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer)
 
 
 def _allocated(device: torch.device) -> int | None:
