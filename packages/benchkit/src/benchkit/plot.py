@@ -209,7 +209,6 @@ def _text_width(text: str, scale: int = 1) -> int:
 # Canvas
 # ---------------------------------------------------------------------------
 
-_WHITE = (255, 255, 255)
 _BLACK = (0, 0, 0)
 _GRID = (226, 226, 226)
 # Series colours: saturated, far apart in hue, none of them grey.
