@@ -98,7 +98,7 @@ def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, inputs: tor
 
 
 def _parallel_rank(rank: int, world_size: int, config: ModelConfig, inputs: torch.Tensor, targets: torch.Tensor,
-                   zero: bool) -> dict[str, Any]:
+                   zero: bool) -> list[torch.Tensor]:
     """One rank of the data-parallel run (started by ``ddp.launch.spawn``); returns its parameters."""
     from ddp import BucketedDDP
     from zero1 import ShardedOptimizer
