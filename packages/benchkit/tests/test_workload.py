@@ -9,7 +9,7 @@ from benchkit.cli import main
 from benchkit.flops import matmul_parameters, model_flops, peak_flops
 from benchkit.model import model_config
 from benchkit.timing import PhaseTimer
-from benchkit.workload import PHASES, Workload, measure
+from benchkit.workload import LEARNING_RATE, PHASES, Workload, adamw_options, measure
 
 
 def test_model_flops_by_hand():
@@ -143,3 +143,32 @@ def test_an_out_of_memory_configuration_is_recorded_and_the_sweep_goes_on(tmp_pa
                  "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "model.json").read_text())["rows"]
     assert [(r["precision"], r["status"]) for r in rows] == [("bf16", "OOM"), ("fp32", "ok")]
+
+
+class FakeParameter:
+    """Stands in for a parameter where only its device and dtype class matter."""
+
+    def __init__(self, is_cuda: bool, floating: bool) -> None:
+        self.is_cuda, self._floating = is_cuda, floating
+
+    def is_floating_point(self) -> bool:
+        return self._floating
+
+
+def test_adamw_is_fused_only_when_every_parameter_is_a_floating_cuda_tensor():
+    cuda_float, cuda_int, cpu_float = FakeParameter(True, True), FakeParameter(True, False), FakeParameter(False, True)
+    assert adamw_options([cuda_float, cuda_float]) == {"lr": LEARNING_RATE, "fused": True}
+    assert adamw_options(iter([cuda_float]), lr=1e-3) == {"lr": 1e-3, "fused": True}  # any iterable
+    assert adamw_options([cuda_float, cpu_float]) == {"lr": LEARNING_RATE}
+    assert adamw_options([cuda_float, cuda_int]) == {"lr": LEARNING_RATE}
+    assert adamw_options([]) == {"lr": LEARNING_RATE}
+    # On a CPU the workload's AdamW keeps PyTorch's defaults.
+    workload = Workload(model_config("tiny", 16), batch_size=1, device="cpu")
+    assert workload.optimizer.defaults["fused"] is None
+
+
+@pytest.mark.gpu
+def test_workload_adamw_is_fused_on_cuda():
+    workload = Workload(model_config("tiny", 16), batch_size=1, device="cuda")
+    assert workload.optimizer.defaults["fused"] is True
+    measure(workload, "train-step", warmup=1, steps=1)

@@ -14,6 +14,10 @@ and one of three precisions: ``fp32``; ``bf16`` (float32 parameters, bfloat16
 autocast); ``fp16`` (float16 autocast, with a :class:`torch.amp.GradScaler`
 scaling the loss, Micikevicius et al. 2018, "Mixed Precision Training").
 
+AdamW (:func:`adamw_options`) runs PyTorch's fused implementation on CUDA
+(``fused=True``: one kernel per group of tensors instead of a chain of
+``_foreach`` kernels) and the default one on a CPU.
+
 Example::
 
     from benchkit.model import model_config
@@ -30,7 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-from typing import Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -46,6 +50,7 @@ __all__ = [
     "Workload",
     "add_device_argument",
     "add_workload_arguments",
+    "adamw_options",
     "default_sizes",
     "free_memory",
     "measure",
@@ -64,6 +69,30 @@ _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # AdamW's learning rate. Timing and memory do not depend on it; a small value keeps
 # a long benchmark run numerically quiet.
 LEARNING_RATE = 1e-4
+
+
+def adamw_options(params: Iterable[torch.Tensor], lr: float = LEARNING_RATE) -> dict[str, Any]:
+    """Keyword arguments of :class:`torch.optim.AdamW` for ``params``: ``lr``, and
+    ``fused=True`` when every parameter is a floating-point CUDA tensor.
+
+    PyTorch's optimizer docs (``torch.optim``, the ``fused`` flag): "fused being
+    theoretically fastest with both vertical and horizontal fusion". Left unset,
+    AdamW on CUDA runs the ``foreach`` implementation, a chain of multi-tensor
+    kernels that took 63.6 ms of a 160.1 ms xl bf16 train step on an H100
+    (``results/2026-11-22/h100-pass2-ee8404d.md``). On a CPU, or for parameters
+    that are not all floating-point CUDA tensors, the options stay PyTorch's
+    defaults. Give every optimizer of one comparison the same options (plain
+    AdamW, ``zero1.ShardedOptimizer`` and ``ZeroRedundancyOptimizer``, which both
+    pass them on to the optimizer class), so that the variants differ only in
+    what is being compared.
+
+    Arguments:
+        params: the parameters the optimizer will update (a list: it is iterated once here).
+        lr: the learning rate.
+    """
+    params = list(params)
+    fused = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
+    return {"lr": lr, "fused": True} if fused else {"lr": lr}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -118,6 +147,8 @@ def default_sizes(device: torch.device) -> list[str]:
 class Workload:
     """A model, its AdamW optimizer and one random batch, placed on a device.
 
+    The optimizer is ``torch.optim.AdamW`` with :func:`adamw_options` (fused on CUDA).
+
     Arguments:
         config: the model's shape and attention backend.
         batch_size: sequences per step; each has ``config.context_length`` tokens.
@@ -149,7 +180,8 @@ class Workload:
         with torch.random.fork_rng(devices=[]), self.device:
             torch.manual_seed(seed)
             self.model = TransformerLM(config)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=LEARNING_RATE)
+        params = list(self.model.parameters())
+        self.optimizer = torch.optim.AdamW(params, **adamw_options(params))
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.forward_fn = torch.compile(self.model) if compile else self.model
         self.inputs, self.targets = random_batch(config, batch_size, device=self.device, generator=generator)

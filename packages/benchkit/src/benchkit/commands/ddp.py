@@ -1,7 +1,8 @@
 """``benchkit ddp``: the data-parallel wrappers of :mod:`ddp` side by side with PyTorch DDP.
 
 For each model size, every variant trains deep copies of one initialization on
-the same per-rank batch at the same precision (AdamW, ``--batch-size``
+the same per-rank batch at the same precision (AdamW with
+:func:`benchkit.workload.adamw_options`, fused on CUDA; ``--batch-size``
 sequences of ``--context-length`` tokens per rank):
 
 - ``local``: no communication at all, each rank alone: the floor;
@@ -57,7 +58,7 @@ from benchkit.plot import bar_plot
 from benchkit.ranks import add_rank_arguments, backend_for, default_rank_sizes, rank_device, run_on_ranks
 from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, progress, write_results
 from benchkit.timing import PhaseTimer, summarize
-from benchkit.workload import LEARNING_RATE, PRECISIONS, Workload, free_memory, resolve_device
+from benchkit.workload import PRECISIONS, Workload, adamw_options, free_memory, resolve_device
 
 HELP = "step time and non-hidden communication of the ddp wrappers vs PyTorch DDP"
 EXAMPLES = """\
@@ -141,7 +142,8 @@ def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
     """Train a copy of ``base.model`` wrapped as ``variant``; return its result row."""
     model = copy.deepcopy(base.model)
     wrapped, finish = _wrap(variant, model, base.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW(params, **adamw_options(params))
     scaler = torch.amp.GradScaler(base.device.type, enabled=plan.precision == "fp16")
     timer = PhaseTimer(base.device)
     for step in range(plan.warmup + plan.steps):

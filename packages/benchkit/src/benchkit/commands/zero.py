@@ -9,6 +9,9 @@ with each optimizer variant in turn, in the same processes:
 - ``zero1-per-param``: the same with one broadcast per parameter;
 - ``torch-zero``: ``torch.distributed.optim.ZeroRedundancyOptimizer`` over AdamW.
 
+Every variant's AdamW gets the same :func:`benchkit.workload.adamw_options`
+(``fused=True`` on CUDA).
+
 Measured per variant: ms per training step (forward + backward + gradient
 all-reduce + optimizer step; mean and std over ``--steps`` after ``--warmup``)
 and of the optimizer step alone; the optimizer-state bytes of each rank, summed
@@ -39,7 +42,7 @@ from benchkit.plot import bar_plot
 from benchkit.ranks import add_rank_arguments, default_rank_sizes, launched_by_torchrun, rank_device, run_on_ranks
 from benchkit.report import add_output_arguments, device_name, format_table, options_for_json, write_results
 from benchkit.timing import PhaseTimer, summarize
-from benchkit.workload import LEARNING_RATE, free_memory, resolve_device
+from benchkit.workload import adamw_options, free_memory, resolve_device
 
 HELP = "ZeRO-1 per-rank memory vs the formula, step time vs ZeroRedundancyOptimizer and plain AdamW"
 EXAMPLES = """\
@@ -81,18 +84,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- one rank
 
 
-def _make_optimizer(variant: str, params, bucket_size_mb: float) -> torch.optim.Optimizer:
+def _make_optimizer(variant: str, params: list[torch.nn.Parameter], bucket_size_mb: float) -> torch.optim.Optimizer:
+    """``variant``'s optimizer over ``params``; every variant runs AdamW with the same
+    :func:`benchkit.workload.adamw_options` (fused on CUDA)."""
+    options = adamw_options(params)
     if variant == "adamw":
-        return torch.optim.AdamW(params, lr=LEARNING_RATE)
+        return torch.optim.AdamW(params, **options)
     if variant == "torch-zero":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
-        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=LEARNING_RATE)
+        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, **options)
     from zero1 import ShardedOptimizer
 
     mode = "per_parameter" if variant == "zero1-per-param" else "bucketed"
-    return ShardedOptimizer(params, torch.optim.AdamW, broadcast_mode=mode, bucket_size_mb=bucket_size_mb,
-                            lr=LEARNING_RATE)
+    return ShardedOptimizer(params, torch.optim.AdamW, broadcast_mode=mode, bucket_size_mb=bucket_size_mb, **options)
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
@@ -118,7 +123,7 @@ def _measure_variant(size: str, variant: str, plan: dict[str, Any], device: torc
         net = TransformerLM(config)
     model_bytes = _allocated(device)
     model = BucketedDDP(net, bucket_size_mb=plan["bucket_size_mb"])
-    optimizer = _make_optimizer(variant, model.parameters(), plan["bucket_size_mb"])
+    optimizer = _make_optimizer(variant, list(model.parameters()), plan["bucket_size_mb"])
     generator = torch.Generator().manual_seed(rank)  # each rank its own slice of data
     inputs, targets = random_batch(config, plan["batch_size"], device=device, generator=generator)
 
