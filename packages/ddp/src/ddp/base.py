@@ -100,8 +100,15 @@ class DataParallel(nn.Module, abc.ABC):
         self.module = module
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.world_size = dist.get_world_size(self.process_group)
-        # NCCL averages inside the collective (ncclAvg, NCCL >= 2.10), which saves a pass
-        # over every gradient; gloo has no AVG reduction, so there we sum, then divide.
+        # Averaging. NCCL averages inside the collective (ReduceOp.AVG -> ncclAvg, NCCL >=
+        # 2.10; the 1/world_size scaling is fused into the reduction kernel), so no pass over
+        # the gradients is spent on it; gloo has no AVG reduction, so there we sum, then
+        # divide after the wait (_finish_average). PyTorch DDP instead divides each gradient
+        # by the world size when it becomes ready, while copying it into its bucket
+        # (at::mul_out(bucket_view, grad, 1/div_factor_)) or in place (bucket_view.div_)
+        # when .grad already is the bucket view, then all-reduces with SUM
+        # (torch/csrc/distributed/c10d/reducer.cpp, Reducer::mark_variable_ready_dense):
+        # one extra pass over every gradient during backward, which AVG avoids.
         self._collective_averages = dist.get_backend(self.process_group) == dist.Backend.NCCL
         self._reduce_op = dist.ReduceOp.AVG if self._collective_averages else dist.ReduceOp.SUM
         self.rank = dist.get_rank(self.process_group)
