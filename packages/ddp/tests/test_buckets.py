@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.distributed as dist
 
-from ddp.bucketed import assign_buckets
+from ddp.bucketed import DEFAULT_FIRST_BUCKET_MB, assign_buckets
 from ddp.errors import GradientSyncError
 from ddp.ordering import InOrderLauncher
 
@@ -43,6 +44,36 @@ def test_tiny_cap_one_bucket_per_parameter_and_none_one_bucket():
 def test_one_dtype_per_bucket():
     params = _floats(2, 2) + _floats(2, dtype=torch.bfloat16) + _floats(2)
     assert assign_buckets(params, None) == [[3], [2], [1, 0]]
+
+
+def test_default_first_bucket_is_pytorch_ddps():
+    assert DEFAULT_FIRST_BUCKET_MB * MIB == dist._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def test_first_bucket_has_its_own_smaller_cap():
+    params = _floats(30, 30, 30, 30, 30)
+    # first bucket: at most 50 values; the others: at most 100
+    assert assign_buckets(params, 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[4], [3, 2, 1], [0]]
+    assert assign_buckets(params, 100 * 4 / MIB) == [[4, 3, 2], [1, 0]]
+    # a parameter above the first cap still gets bucket 0 alone, not an empty bucket
+    assert assign_buckets(_floats(80, 10), 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[1], [0]]
+    assert assign_buckets(_floats(10, 80), 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[1], [0]]
+
+
+def test_first_bucket_cap_never_exceeds_the_cap_and_none_ignores_it():
+    params = _floats(30, 30, 30)
+    assert assign_buckets(params, 40 * 4 / MIB, first_bucket_mb=1000) == [[2], [1], [0]]
+    assert assign_buckets(params, None, first_bucket_mb=1e-9) == [[2, 1, 0]]
+
+
+def test_buckets_follow_a_given_order():
+    params = _floats(10, 10, 10, 10)
+    assert assign_buckets(params, 20 * 4 / MIB, order=[1, 3, 0, 2]) == [[1, 3], [0, 2]]
+    assert assign_buckets(params, 20 * 4 / MIB, first_bucket_mb=10 * 4 / MIB, order=[1, 3, 0, 2]) == [
+        [1], [3, 0], [2]]
+    for bad in ([0, 1, 2], [0, 1, 2, 2], [0, 1, 2, 4]):
+        with pytest.raises(ValueError, match="every parameter index"):
+            assign_buckets(params, None, order=bad)
 
 
 class _FakeWork:

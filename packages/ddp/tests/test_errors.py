@@ -93,6 +93,11 @@ def test_arguments_checked_before_any_communication():
     for bad in (0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="bucket_size_mb must be > 0"):
             BucketedDDP(nn.Linear(2, 2), bucket_size_mb=bad)
+    with pytest.raises(TypeError, match="first_bucket_mb must be a number"):
+        BucketedDDP(nn.Linear(2, 2), first_bucket_mb=True)
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="first_bucket_mb must be > 0"):
+            BucketedDDP(nn.Linear(2, 2), first_bucket_mb=bad)
 
 
 def test_needs_an_initialized_process_group():

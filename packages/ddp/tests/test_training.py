@@ -35,6 +35,7 @@ INIT_SEED = 1234  # rank r builds its model from INIT_SEED + r; the reference is
 # (name, wrapper factory, compressed?). Bucket caps are in MiB: 1e-9 MiB is below
 # any parameter's size (every parameter its own bucket); 5e-4 MiB (524 bytes)
 # holds two to four of this model's 12-256 byte tensors; None is one bucket per dtype.
+# "bucketed-first" caps bucket 0 at 2e-5 MiB (20 bytes): low.bias (6 bytes) fits, low.weight (36) not.
 CONFIGS = [
     ("naive", lambda m: NaiveDDP(m), False),
     ("flat", lambda m: FlatDDP(m), False),
@@ -42,6 +43,7 @@ CONFIGS = [
     ("bucketed-tiny", lambda m: BucketedDDP(m, bucket_size_mb=1e-9), False),
     ("bucketed-medium", lambda m: BucketedDDP(m, bucket_size_mb=5e-4), False),
     ("bucketed-one", lambda m: BucketedDDP(m, bucket_size_mb=None), False),
+    ("bucketed-first", lambda m: BucketedDDP(m, bucket_size_mb=5e-4, first_bucket_mb=2e-5), False),
     ("naive-bf16", lambda m: NaiveDDP(m, compress_bf16=True), True),
     ("flat-bf16", lambda m: FlatDDP(m, compress_bf16=True), True),
     ("overlap-bf16", lambda m: OverlapDDP(m, compress_bf16=True), True),
@@ -257,7 +259,9 @@ def test_wrappers_match_single_process_training(world_size):
     assert buckets["bucketed-one"] == [["low.bias", "low.weight"], ["wide.bias", "wide.weight"],
                                        [n for n in reversed(trainable) if not n.startswith(("low", "wide"))]]
     assert 3 < len(buckets["bucketed-medium"]) < len(trainable)
-    for name in ("bucketed-tiny", "bucketed-medium", "bucketed-one"):
+    assert buckets["bucketed-first"][:2] == [["low.bias"], ["low.weight"]]
+    assert buckets["bucketed-first"][2:] == buckets["bucketed-medium"][1:]
+    for name in ("bucketed-tiny", "bucketed-medium", "bucketed-one", "bucketed-first"):
         assert results[0]["contract"][name]["storages_per_bucket"] == [1] * len(buckets[name])
 
     if world_size == 2:

@@ -12,40 +12,64 @@ import torch.distributed as dist
 from ddp.base import DataParallel
 from ddp.ordering import InOrderLauncher
 
-__all__ = ["BucketedDDP", "assign_buckets"]
+__all__ = ["DEFAULT_FIRST_BUCKET_MB", "BucketedDDP", "assign_buckets"]
 
 # bucket_size_mb counts mebibytes, as torch.nn.parallel.DistributedDataParallel's
 # bucket_cap_mb does (its default, 25, is ours too).
 _BYTES_PER_MB = 2**20
 
+# PyTorch DDP's first bucket is capped at torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+# (1 MiB; torch/nn/parallel/distributed.py, _BucketCapacityConfig), so that the
+# gradients produced first start their all-reduce without waiting to fill 25 MiB.
+# Spelled out rather than read from torch's private name; test_buckets checks they agree.
+DEFAULT_FIRST_BUCKET_MB = 1.0
 
-def assign_buckets(params: Sequence[torch.Tensor], bucket_size_mb: float | None) -> list[list[int]]:
-    """Group parameter indices into buckets, in reverse order of ``params``.
 
-    Walking ``params`` from last to first (backward produces the gradients of the
-    last layers first), a parameter joins the current bucket if it has the same
-    dtype and device and the bucket stays within ``bucket_size_mb`` MiB;
-    otherwise it starts a new bucket. A parameter larger than the cap therefore
-    gets a bucket of its own. ``bucket_size_mb=None`` puts every parameter of one
-    (dtype, device) run into a single bucket.
+def assign_buckets(
+    params: Sequence[torch.Tensor],
+    bucket_size_mb: float | None,
+    first_bucket_mb: float | None = None,
+    order: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """Group parameter indices into buckets, in the order gradients are expected to become ready.
+
+    Walking ``order`` (by default the reverse of ``params``: backward produces
+    the gradients of the last layers first), a parameter joins the current
+    bucket if it has the same dtype and device and the bucket stays within its
+    cap; otherwise it starts a new bucket. The cap is ``first_bucket_mb`` MiB for
+    bucket 0 (but never more than ``bucket_size_mb``) and ``bucket_size_mb`` MiB
+    for the others. A parameter larger than the cap therefore gets a bucket of
+    its own. ``bucket_size_mb=None`` puts every parameter of one (dtype, device)
+    run into a single bucket, whatever ``first_bucket_mb``.
 
     Arguments:
         params: the tensors, in registration order.
         bucket_size_mb: the cap in MiB (2**20 bytes), > 0, or ``None`` for no cap.
+        first_bucket_mb: bucket 0's cap in MiB, > 0, or ``None`` for the same
+            cap as the others (the default).
+        order: every index of ``params`` once, the expected readiness order;
+            ``None`` for ``len(params) - 1, ..., 1, 0``.
 
     Returns:
-        ``buckets[k]`` = indices into ``params`` of bucket ``k``'s members;
-        bucket 0 holds the last parameter.
+        ``buckets[k]`` = indices into ``params`` of bucket ``k``'s members, in
+        ``order``; bucket 0 holds ``order[0]``.
     """
+    order = list(reversed(range(len(params)))) if order is None else list(order)
+    if sorted(order) != list(range(len(params))):
+        raise ValueError(f"order must list every parameter index 0..{len(params) - 1} once, got {order}")
     cap_bytes = math.inf if bucket_size_mb is None else bucket_size_mb * _BYTES_PER_MB
+    first_cap_bytes = cap_bytes
+    if first_bucket_mb is not None and bucket_size_mb is not None:
+        first_cap_bytes = min(cap_bytes, first_bucket_mb * _BYTES_PER_MB)
     buckets: list[list[int]] = []
     bucket_bytes = 0
     bucket_kind = None
-    for index in reversed(range(len(params))):
+    for index in order:
         param = params[index]
         size = param.numel() * param.element_size()
         kind = (param.dtype, param.device)
-        if buckets and kind == bucket_kind and bucket_bytes + size <= cap_bytes:
+        cap = first_cap_bytes if len(buckets) == 1 else cap_bytes
+        if buckets and kind == bucket_kind and bucket_bytes + size <= cap:
             buckets[-1].append(index)
             bucket_bytes += size
         else:
@@ -53,6 +77,16 @@ def assign_buckets(params: Sequence[torch.Tensor], bucket_size_mb: float | None)
             bucket_bytes = size
             bucket_kind = kind
     return buckets
+
+
+def _check_mib(name: str, value: float | None, none_means: str) -> None:
+    """Raise unless ``value`` is ``None`` or a positive finite number (of MiB)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"BucketedDDP: {name} must be a number of MiB or None, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"BucketedDDP: {name} must be > 0 and finite (or None for {none_means}), got {value!r}")
 
 
 @dataclass
@@ -80,7 +114,9 @@ class BucketedDDP(DataParallel):
 
     Few large buckets pay little message latency but start late (the first
     bucket waits for its last gradient); many small ones start early but pay
-    latency per message. The 25 MiB default is PyTorch DDP's.
+    latency per message. The 25 MiB default is PyTorch DDP's, and so is the
+    smaller cap of the first bucket (``first_bucket_mb``, 1 MiB), which lets
+    communication start as soon as the first gradients are ready.
 
     When ``.grad`` is not the bucket view (the first step, or after
     ``optimizer.zero_grad()`` with its default ``set_to_none=True``, backward
@@ -95,13 +131,22 @@ class BucketedDDP(DataParallel):
             Do not move it after wrapping: the buckets stay where they were made.
         bucket_size_mb: bucket cap in MiB (2**20 bytes), a positive number, or
             ``None`` for one bucket per (dtype, device). Default 25.0.
+        first_bucket_mb: the cap of bucket 0 (the first to be all-reduced) in
+            MiB, a positive number, or ``None`` for ``bucket_size_mb``. It never
+            exceeds ``bucket_size_mb`` and is ignored when that is ``None``.
+            Default :data:`DEFAULT_FIRST_BUCKET_MB` (1.0), PyTorch DDP's
+            ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``. (PyTorch DDP
+            applies it only when its ``bucket_cap_mb`` is left at the default;
+            pass ``first_bucket_mb=None`` for that behaviour with an explicit
+            ``bucket_size_mb``.)
         process_group: the group to average over; ``None`` is the default group.
         compress_bf16: all-reduce float32/float64 buckets as bfloat16 through a
             bfloat16 twin buffer (default ``False``).
 
     Raises:
-        TypeError / ValueError: ``bucket_size_mb`` is not ``None`` or a positive
-            finite number; plus those of :class:`ddp.DataParallel`.
+        TypeError / ValueError: ``bucket_size_mb`` or ``first_bucket_mb`` is not
+            ``None`` or a positive finite number; plus those of
+            :class:`ddp.DataParallel`.
 
     Example::
 
@@ -124,22 +169,17 @@ class BucketedDDP(DataParallel):
         module,
         bucket_size_mb: float | None = 25.0,
         *,
+        first_bucket_mb: float | None = DEFAULT_FIRST_BUCKET_MB,
         process_group=None,
         compress_bf16=False,
     ) -> None:
-        if bucket_size_mb is not None:
-            if isinstance(bucket_size_mb, bool) or not isinstance(bucket_size_mb, (int, float)):
-                raise TypeError(
-                    f"BucketedDDP: bucket_size_mb must be a number of MiB or None, got {bucket_size_mb!r}"
-                )
-            if not (math.isfinite(bucket_size_mb) and bucket_size_mb > 0):
-                raise ValueError(
-                    f"BucketedDDP: bucket_size_mb must be > 0 and finite (or None for one bucket), "
-                    f"got {bucket_size_mb!r}"
-                )
+        _check_mib("bucket_size_mb", bucket_size_mb, "one bucket")
+        _check_mib("first_bucket_mb", first_bucket_mb, "the same cap as the others")
         super().__init__(module, process_group=process_group, compress_bf16=compress_bf16)
         self.bucket_size_mb = bucket_size_mb
-        self._buckets = [self._make_bucket(members) for members in assign_buckets(self._params, bucket_size_mb)]
+        self.first_bucket_mb = first_bucket_mb
+        assignment = assign_buckets(self._params, bucket_size_mb, first_bucket_mb)
+        self._buckets = [self._make_bucket(members) for members in assignment]
         units = [bucket.members for bucket in self._buckets]
         self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
 
@@ -186,4 +226,5 @@ class BucketedDDP(DataParallel):
         self._average_into(bucket.buffer, bucket.buffer if bucket.wire is None else bucket.wire)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, bucket_size_mb={self.bucket_size_mb}, buckets={len(self._buckets)}"
+        return (f"{super().extra_repr()}, bucket_size_mb={self.bucket_size_mb}, "
+                f"first_bucket_mb={self.first_bucket_mb}, buckets={len(self._buckets)}")
