@@ -98,6 +98,8 @@ def test_arguments_checked_before_any_communication():
     for bad in (0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="first_bucket_mb must be > 0"):
             BucketedDDP(nn.Linear(2, 2), first_bucket_mb=bad)
+    with pytest.raises(TypeError, match="rebuild_buckets must be True or False"):
+        BucketedDDP(nn.Linear(2, 2), rebuild_buckets=1)
 
 
 def test_needs_an_initialized_process_group():

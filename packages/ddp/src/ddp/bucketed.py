@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from ddp.base import DataParallel
+from ddp.errors import GradientSyncError
 from ddp.ordering import InOrderLauncher
 
 __all__ = ["DEFAULT_FIRST_BUCKET_MB", "BucketedDDP", "assign_buckets"]
@@ -100,9 +101,10 @@ class _Bucket:
 class BucketedDDP(DataParallel):
     """Overlapped all-reduce of gradient buckets, with gradients living in the buckets.
 
-    Trainable parameters are grouped, in reverse registration order, into buckets
-    of at most ``bucket_size_mb`` MiB with one dtype and device each (see
-    :func:`assign_buckets`). Each bucket owns one flat buffer, and each
+    Trainable parameters are grouped, in reverse registration order (until the
+    rebuild described below), into buckets of at most ``bucket_size_mb`` MiB
+    with one dtype and device each (see :func:`assign_buckets`). Each bucket
+    owns one flat buffer, and each
     parameter's ``.grad`` becomes a view into it, so a bucket is all-reduced
     in place without flattening or copying back. When backward has finished every
     gradient of a bucket (post-accumulate-grad hooks), the bucket's asynchronous
@@ -117,6 +119,22 @@ class BucketedDDP(DataParallel):
     latency per message. The 25 MiB default is PyTorch DDP's, and so is the
     smaller cap of the first bucket (``first_bucket_mb``, 1 MiB), which lets
     communication start as soon as the first gradients are ready.
+
+    Registration order only approximates the order in which backward produces
+    gradients (a layer may be defined after the one it feeds, a projection
+    before the one computed first), and a bucket whose gradients come late holds
+    back every bucket after it. So, as PyTorch DDP does
+    (torch/csrc/distributed/c10d/reducer.cpp, ``Reducer::rebuild_buckets`` and
+    ``sync_bucket_indices``), the buckets are rebuilt once, at the end of the
+    first synchronized step's ``finish_gradient_synchronization()``: the same
+    caps, walked in the order in which rank 0's gradients became ready in that
+    step (broadcast from rank 0, so every rank gets the same buckets; parameters
+    that had no gradient on rank 0 go last, in their previous order). That
+    step's averaged gradients are moved into the new buckets and ``.grad``
+    points at the new views, so ``optimizer.step()`` sees them unchanged. While
+    it runs, a few buckets' worth of gradient memory is held twice (each old
+    buffer is freed once its last gradient moved). ``rebuild_buckets=False``
+    keeps the first layout (for models whose first step is not representative).
 
     When ``.grad`` is not the bucket view (the first step, or after
     ``optimizer.zero_grad()`` with its default ``set_to_none=True``, backward
@@ -139,14 +157,16 @@ class BucketedDDP(DataParallel):
             applies it only when its ``bucket_cap_mb`` is left at the default;
             pass ``first_bucket_mb=None`` for that behaviour with an explicit
             ``bucket_size_mb``.)
+        rebuild_buckets: rebuild the buckets in rank 0's readiness order after
+            the first synchronized step (default ``True``; see above).
         process_group: the group to average over; ``None`` is the default group.
         compress_bf16: all-reduce float32/float64 buckets as bfloat16 through a
             bfloat16 twin buffer (default ``False``).
 
     Raises:
         TypeError / ValueError: ``bucket_size_mb`` or ``first_bucket_mb`` is not
-            ``None`` or a positive finite number; plus those of
-            :class:`ddp.DataParallel`.
+            ``None`` or a positive finite number, or ``rebuild_buckets`` not a
+            bool; plus those of :class:`ddp.DataParallel`.
 
     Example::
 
@@ -170,18 +190,21 @@ class BucketedDDP(DataParallel):
         bucket_size_mb: float | None = 25.0,
         *,
         first_bucket_mb: float | None = DEFAULT_FIRST_BUCKET_MB,
+        rebuild_buckets: bool = True,
         process_group=None,
         compress_bf16=False,
     ) -> None:
         _check_mib("bucket_size_mb", bucket_size_mb, "one bucket")
         _check_mib("first_bucket_mb", first_bucket_mb, "the same cap as the others")
+        if not isinstance(rebuild_buckets, bool):
+            raise TypeError(f"BucketedDDP: rebuild_buckets must be True or False, got {rebuild_buckets!r}")
         super().__init__(module, process_group=process_group, compress_bf16=compress_bf16)
         self.bucket_size_mb = bucket_size_mb
         self.first_bucket_mb = first_bucket_mb
-        assignment = assign_buckets(self._params, bucket_size_mb, first_bucket_mb)
-        self._buckets = [self._make_bucket(members) for members in assignment]
-        units = [bucket.members for bucket in self._buckets]
-        self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
+        self._set_buckets(assign_buckets(self._params, bucket_size_mb, first_bucket_mb))
+        # Parameter indices in the order their gradients became ready in this step, kept
+        # until the buckets are rebuilt (after the first synchronized step); None after that.
+        self._ready_order: list[int] | None = [] if rebuild_buckets else None
 
     @property
     def bucket_members(self) -> list[list[str]]:
@@ -199,11 +222,59 @@ class BucketedDDP(DataParallel):
         wire = None if wire_dtype == buffer.dtype else torch.empty_like(buffer, dtype=wire_dtype)
         return _Bucket(members, buffer, views, wire)
 
+    @torch.no_grad()
+    def _set_buckets(self, assignment: list[list[int]]) -> None:
+        """Make the buckets of ``assignment`` (see :func:`assign_buckets`) and a launcher for them.
+
+        Existing gradients are copied into their new bucket and ``.grad`` points
+        at the view. The old buckets are dropped first, so that each old buffer
+        is freed as soon as its last gradient has moved.
+        """
+        self._buckets: list[_Bucket] = []
+        for members in assignment:
+            bucket = self._make_bucket(members)
+            for index, view in zip(members, bucket.views):
+                param = self._params[index]
+                if param.grad is not None:
+                    view.copy_(param.grad)
+                    param.grad = view
+            self._buckets.append(bucket)
+        units = [bucket.members for bucket in self._buckets]
+        self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
+
     def _on_grad_ready(self, index: int) -> None:
         self._launcher.mark_ready(index)
+        if self._ready_order is not None:
+            self._ready_order.append(index)
 
     def _synchronize(self) -> None:
-        self._launcher.finish()
+        try:
+            self._launcher.finish()
+        except BaseException:
+            if self._ready_order is not None:
+                self._ready_order.clear()  # observe the next, complete step instead
+            raise
+        if self._ready_order is not None:
+            observed, self._ready_order = self._ready_order, None
+            self._rebuild_buckets(observed)
+
+    def _rebuild_buckets(self, observed: list[int]) -> None:
+        """Rebuild the buckets in the order ``observed`` on rank 0 (parameter indices, each at most once)."""
+        seen = set(observed)
+        launch_order = [index for bucket in self._buckets for index in bucket.members]
+        order = observed + [index for index in launch_order if index not in seen]
+        # NCCL broadcasts only device tensors: the parameters' device is this rank's.
+        shared = torch.tensor(order, dtype=torch.int64, device=self._params[0].device)
+        try:
+            dist.broadcast(shared, group_src=0, group=self.process_group)
+        except RuntimeError as error:
+            raise GradientSyncError(
+                f"BucketedDDP: broadcasting rank 0's gradient readiness order, to rebuild the buckets, "
+                f"failed ({type(error).__name__}: {error}); this step's gradients were averaged"
+            ) from error
+        assignment = assign_buckets(self._params, self.bucket_size_mb, self.first_bucket_mb, order=shared.tolist())
+        if assignment != [bucket.members for bucket in self._buckets]:
+            self._set_buckets(assignment)
 
     @torch.no_grad()
     def _launch(self, unit: int) -> dist.Work:
