@@ -1,11 +1,26 @@
-"""``benchkit run`` on a CPU: the whole tour, with its report holding measured numbers."""
+"""``benchkit run``: the whole tour on a CPU, with its report holding measured numbers; the
+parallel check's plan by device count, its comparison and tolerance, and its GPU form."""
 
+import dataclasses
 import json
+import math
 import re
 
 import pytest
+import torch
 
 from benchkit.cli import main
+from benchkit.commands.run import (
+    CPU_PARALLEL,
+    CUDA_PARALLEL,
+    MAX_CUDA_RANKS,
+    PARALLEL_NOISE_FACTOR,
+    _parallel_method,
+    compare_parameters,
+    parallel_checks,
+    parallel_plan,
+    parallel_tolerance,
+)
 
 
 @pytest.mark.distributed
@@ -36,8 +51,84 @@ def test_run_tour_on_cpu_writes_a_report_with_measured_numbers(tmp_path, capsys)
 
     report = (tmp_path / "report.md").read_text()
     assert "**PASS**" in report
+    # The report says which parallel check ran and why.
+    assert "2 gloo processes on the CPU, tiny model, float64 (the tour runs on the CPU;" in report
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):
         assert (tmp_path / image).stat().st_size > 0, image
     # The model table in the report carries the measured step time of each row.
     for row in model:
         assert f"{row['step']['mean'] * 1e3:.4g}" in report
+
+
+@pytest.mark.parametrize("gpus, world_size", [(2, 2), (3, 3), (4, 4), (8, MAX_CUDA_RANKS)])
+def test_a_cuda_tour_with_several_gpus_checks_on_them_with_nccl(monkeypatch, gpus, world_size):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    plan = parallel_plan(torch.device("cuda"))
+    assert plan == dataclasses.replace(CUDA_PARALLEL, world_size=world_size, reason=plan.reason)
+    assert f"{gpus} CUDA GPUs visible" in plan.reason
+    assert plan.describe() == f"{world_size} NCCL processes, one GPU each, small model, float32"
+    assert parallel_tolerance(plan, 1e-5)[0] == "rel_update_diff"  # not bitwise: relative to the noise
+    assert f"{world_size} accumulated micro-batches" in _parallel_method(plan)  # what the report says
+
+
+@pytest.mark.parametrize("device, gpus, reason", [
+    ("cuda", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
+    ("cuda:0", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
+    ("cpu", 4, "the tour runs on the CPU"),
+    ("cpu", 0, "the tour runs on the CPU"),
+])
+def test_one_gpu_or_a_cpu_tour_keeps_the_cpu_check(monkeypatch, device, gpus, reason):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    plan = parallel_plan(torch.device(device))
+    assert plan == dataclasses.replace(CPU_PARALLEL, reason=reason)
+    assert plan.describe() == "2 gloo processes on the CPU, tiny model, float64"
+
+
+def test_compare_parameters_by_hand():
+    initial = [torch.zeros(2), torch.zeros(3)]
+    reference = [torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0, 0.0])]  # updates of norm 5 and 1
+    result = [torch.tensor([3.0, 4.3]), torch.tensor([1.0, 0.0, 0.1])]     # differences of norm 0.3 and 0.1
+    compared = compare_parameters(result, reference, initial)
+    assert compared["max_abs_param_diff"] == pytest.approx(0.3)
+    # The worst tensor relative to its own update: 0.1 / 1 beats 0.3 / 5.
+    assert compared["rel_update_diff"] == pytest.approx(0.1)
+    assert compare_parameters(reference, reference, initial) == {"max_abs_param_diff": 0.0, "rel_update_diff": 0.0}
+    # A tensor that training did not move but the result did: infinitely wrong.
+    assert math.isinf(compare_parameters([torch.ones(1)], [torch.zeros(1)], [torch.zeros(1)])["rel_update_diff"])
+    with pytest.raises(ValueError):  # tensors missing on one side are an error, not a shorter comparison
+        compare_parameters(result[:1], reference, initial)
+
+
+def test_parallel_tolerance_absolute_on_the_cpu_relative_to_the_noise_on_gpus():
+    assert parallel_tolerance(CPU_PARALLEL, 3e-15) == ("max_abs_param_diff", CPU_PARALLEL.max_abs_tolerance)
+    assert parallel_tolerance(CUDA_PARALLEL, 2e-5) == ("rel_update_diff", pytest.approx(PARALLEL_NOISE_FACTOR * 2e-5))
+    # A split run that reproduced the reference exactly: the floor is one float32 rounding step.
+    assert parallel_tolerance(CUDA_PARALLEL, 0.0) == (
+        "rel_update_diff", pytest.approx(PARALLEL_NOISE_FACTOR * torch.finfo(torch.float32).eps))
+
+
+@pytest.mark.distributed
+def test_the_gpu_checks_relative_comparison_passes_on_cpu_float32():
+    # CUDA_PARALLEL's comparison, run by gloo on the CPU with the tiny model: float32
+    # rounding makes the results differ, the split-batch run measures by how much.
+    plan = dataclasses.replace(CUDA_PARALLEL, device_type="cpu", size="tiny", context_length=32, batch_per_rank=2,
+                               timeout_s=CPU_PARALLEL.timeout_s)
+    rows = parallel_checks(plan)
+    assert [r["setup"] for r in rows] == ["BucketedDDP + AdamW", "BucketedDDP + ZeRO-1 AdamW"]
+    for row in rows:
+        assert row["checked"] == "rel_update_diff" and row["ok"]
+        assert 0 < row["split_rel_update_diff"] and row["tolerance"] == pytest.approx(
+            PARALLEL_NOISE_FACTOR * row["split_rel_update_diff"])
+        assert 0 < row["rel_update_diff"] <= row["tolerance"] and row["max_abs_param_diff"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.distributed
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="the NCCL check needs at least 2 GPUs")
+def test_the_nccl_check_passes_on_the_gpus():
+    plan = parallel_plan(torch.device("cuda"))
+    assert plan.device_type == "cuda" and plan.world_size == min(torch.cuda.device_count(), MAX_CUDA_RANKS)
+    rows = parallel_checks(plan)
+    for row in rows:
+        assert row["ok"], row
+        assert 0 <= row["rel_update_diff"] <= row["tolerance"]
