@@ -14,6 +14,8 @@
 #   gpu_tests       pytest -m gpu for ddp and zero1 (NCCL)
 #   ddp_torchrun    benchkit ddp started by torchrun instead of --nproc
 #   allreduce_gloo  gloo all-reduce of CPU tensors at 2, 4 and 6 ranks
+#   run             benchkit run, whose DDP/ZeRO-1 check runs on up to 4 GPUs (NCCL)
+#                   here; last, so mostly run alone: ONLY=run
 # Output files: as gpu_pass.sh (summary.md, results.tar.gz, traces.tar.gz, gpu_pass.log).
 #
 # NVLink multicast stays off (the machines' rule: it can take a shared host's GPUs down).
@@ -35,5 +37,6 @@ step ddp_torchrun 45 $PY -m torch.distributed.run --standalone --nproc-per-node 
   --precision bf16 --out "$R/ddp_torchrun"
 step allreduce_gloo 70 $PY -m benchkit allreduce --backend gloo --world-sizes 2 4 6 --warmup 1 --iters 5 \
   --out "$R/allreduce_gloo"
+step run 150 $PY -m benchkit run --device cuda --out "$R/run"
 
 finish
