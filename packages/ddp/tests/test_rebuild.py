@@ -141,14 +141,18 @@ def test_rebuilt_buckets_follow_rank0_readiness_and_training_matches_one_process
             assert [n for bucket in layouts[1] for n in bucket] == expected_order, name
         if name == "grouped":
             assert len(layouts[1]) < len(registered)  # the rebuild kept the cap: some buckets hold several
-        tol = dict(rtol=1e-2, atol=1e-3) if name.endswith("bf16") else dict(rtol=1e-5, atol=1e-6)
+        tol = dict(rtol=1e-5, atol=1e-6)  # float32 summation-order differences only
+        # bf16 on the wire: each rank's gradient and their sum are rounded to 8 significant bits, an
+        # absolute error of about 2**-8 of the summands' size (O(1) here), however small their average.
+        grad_tol = dict(rtol=1e-2, atol=1e-2) if name.endswith("bf16") else tol
+        tol = dict(rtol=1e-2, atol=1e-3) if name.endswith("bf16") else tol
         for rank, result in enumerate(results):
             mine = result[name]
             assert mine["layouts"] == layouts, f"{name} rank {rank}: buckets differ from rank 0's"
             assert mine["storages_per_bucket"] == [1] * len(layouts[-1]), f"{name} rank {rank}"
             for step in range(STEPS):  # step 0 includes the rebuild: its gradients must survive it
                 for n, expected in ref_grads[step].items():
-                    torch.testing.assert_close(mine["grads"][step][n], expected, **tol,
+                    torch.testing.assert_close(mine["grads"][step][n], expected, **grad_tol,
                                                msg=lambda m: f"{name} rank {rank} step {step} grad {n}: {m}")
             for n, p in reference.named_parameters():
                 torch.testing.assert_close(mine["params"][n], p.detach(), **tol,
