@@ -115,9 +115,18 @@ def test_backend_resolution(monkeypatch):
         resolve_backend("triton", torch.device("meta"))
 
 
+def test_eager_calls_skip_the_custom_operator_dispatch():
+    # Outside torch.compile the plain autograd Function runs (less host time per call);
+    # the custom operators are for the compiler (compared with eager in the next test).
+    q, k, v = (torch.randn(1, 2, 9, 16, requires_grad=True) for _ in range(3))
+    out = flash_attention(q, k, v, backend="pytorch")
+    assert type(out.grad_fn).__name__ == "ScaledAttentionBackward"
+
+
 def test_torch_compile_fullgraph_has_no_graph_break():
     # aot_eager: Dynamo and AOTAutograd trace forward and backward graphs (graph
-    # breaks would fail fullgraph=True) without Inductor's slow CPU codegen.
+    # breaks would fail fullgraph=True) without Inductor's slow CPU codegen. The
+    # compiled model runs the custom operators, the eager one ScaledAttention.
     model = FlashSelfAttention(embed_dim=32, num_heads=4, num_kv_heads=2, causal=True)
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     x = torch.randn(2, 11, 32, requires_grad=True)
