@@ -39,12 +39,13 @@ from flashattn2._triton_common import (
 
 # Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
 # tutorial's search space (BLOCK_M 64/128, BLOCK_N 32..128, 4 or 8 warps, 2..4
-# stages); the first is the default without autotuning; prune_to_fit drops
-# those too large for wide heads.
+# stages); prune_to_fit drops those too large for wide heads. The first is the
+# default without autotuning: the fastest at the headline shape (B=1, H=16,
+# N=16384, D=64, bf16, causal) on an H100 on 2026-11-22 (benchmarks/tiles.py).
 _GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    (128, 64, 8, 4),
     (128, 64, 4, 3),
     (128, 64, 8, 3),
-    (128, 64, 8, 4),
     (128, 128, 8, 3),
     (128, 128, 8, 4),
     (128, 128, 8, 2),
