@@ -81,7 +81,8 @@ def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch
             "--reps", "1", "--impl", "naive", "sdpa", "--out", str(out)]
     assert main(argv) == 0
     document = json.loads((out / "attention.json").read_text())
-    assert document["meta"]["causal"] is True and len(document["rows"]) == 4
+    assert document["meta"]["causal"] is True and document["meta"]["complete"] is True
+    assert len(document["rows"]) == 4
     assert (out / "attention_fp32_d16.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "naive" in capsys.readouterr().out
 
@@ -94,6 +95,30 @@ def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch
     assert all(r["status"] == "error: RuntimeError: planted failure" for r in rows)
     with pytest.raises(ValueError, match="seq_lens must be a non-empty sequence of positive ints"):
         run_sweep(seq_lens=[0], head_dims=[16], dtypes=["fp32"])
+
+
+def test_command_saves_finished_cells_before_the_sweep_ends(tmp_path, monkeypatch):
+    # The third cell is interrupted (as by a time limit or Ctrl-C): the two finished ones are on disk.
+    out = tmp_path / "att"
+    measure = attention.measure_cell
+    calls = []
+
+    def interrupted_at_third(implementation, **kwargs):
+        calls.append(implementation)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return measure(implementation, **kwargs)
+
+    monkeypatch.setattr(attention, "measure_cell", interrupted_at_third)
+    argv = ["attention", "--device", "cpu", "--seq-len", "8", "16", "--head-dim", "16", "--heads", "1",
+            "--reps", "1", "--impl", "naive", "sdpa", "--out", str(out)]
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    document = json.loads((out / "attention.json").read_text())
+    assert document["meta"]["complete"] is False
+    assert [(r["implementation"], r["seq_len"], r["status"]) for r in document["rows"]] == [
+        ("naive", 8, "ok"), ("naive", 16, "ok")
+    ]
 
 
 @pytest.mark.gpu

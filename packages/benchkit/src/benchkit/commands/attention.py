@@ -183,6 +183,7 @@ def run_sweep(
     device: torch.device | str = "cpu",
     reps: int = 3,
     compile_backend: str = "inductor",
+    on_row: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every (dtype, head dim, implementation, sequence length) cell; one row each.
 
@@ -194,6 +195,8 @@ def run_sweep(
         device: where to run; CUDA timings use ``triton.testing.do_bench``.
         reps: timed runs per pass on a CPU (the median is reported).
         compile_backend: :func:`torch.compile` backend of ``naive-compiled``.
+        on_row: called with the rows measured so far after every cell (the
+            command saves them, so that a sweep cut short keeps its results).
 
     Returns:
         Rows with ``implementation, dtype, seq_len, head_dim, batch_size, heads,
@@ -212,11 +215,13 @@ def run_sweep(
         raise ValueError(f"reps must be >= 1, got {reps}")
     device = torch.device(device)
     cells = list(itertools.product(dtypes, head_dims, implementations, seq_lens))
-    return [
-        measure_cell(impl, seq_len=n, head_dim=d, dtype=dtype, batch_size=batch_size, heads=heads,
-                     device=device, reps=reps, compile_backend=compile_backend)
-        for dtype, d, impl, n in progress(cells, desc="attention")
-    ]
+    rows = []
+    for dtype, d, impl, n in progress(cells, desc="attention"):
+        rows.append(measure_cell(impl, seq_len=n, head_dim=d, dtype=dtype, batch_size=batch_size, heads=heads,
+                                 device=device, reps=reps, compile_backend=compile_backend))
+        if on_row is not None:
+            on_row(rows)
+    return rows
 
 
 def plot_sweep(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path]:
@@ -281,6 +286,13 @@ def _display(row: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     defaults = GPU_DEFAULTS if device.type == "cuda" else CPU_DEFAULTS
+    meta = {"batch_size": args.batch_size, "heads": args.heads, "causal": True, "device": str(device),
+            "timer": "triton.testing.do_bench median" if device.type == "cuda" else f"median of {args.reps} runs"}
+
+    def save_partial(rows_so_far):
+        # A sweep stopped part-way (time limit, Ctrl-C) leaves the cells it finished.
+        write_results(args.out, "attention", rows_so_far, meta={**meta, "complete": False}, csv=args.csv)
+
     rows = run_sweep(
         seq_lens=args.seq_len or defaults["seq_lens"],
         head_dims=args.head_dim or defaults["head_dims"],
@@ -291,12 +303,11 @@ def run(args: argparse.Namespace) -> int:
         device=device,
         reps=args.reps,
         compile_backend=args.compile_backend,
+        on_row=save_partial,
     )
     print(f"causal attention, B={args.batch_size}, H={args.heads}, on {device}")
     print(format_table([_display(r) for r in rows]))
-    meta = {"batch_size": args.batch_size, "heads": args.heads, "causal": True, "device": str(device),
-            "timer": "triton.testing.do_bench median" if device.type == "cuda" else f"median of {args.reps} runs"}
-    path = write_results(args.out, "attention", rows, meta=meta, csv=args.csv)
+    path = write_results(args.out, "attention", rows, meta={**meta, "complete": True}, csv=args.csv)
     plots = plot_sweep(rows, args.out)
     print(f"\nwrote {path}" + "".join(f", {p}" for p in plots))
     failed = [r for r in rows if r["status"].startswith("error")]
