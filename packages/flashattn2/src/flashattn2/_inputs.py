@@ -7,7 +7,6 @@ a kernel.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -79,12 +78,6 @@ def check_attention_inputs(
     return float(softmax_scale)
 
 
-@functools.lru_cache(maxsize=None)
-def _cuda_capability(device: torch.device) -> tuple[int, int]:
-    # Cached: a device's capability does not change, and the query costs host time on every call.
-    return torch.cuda.get_device_capability(device)
-
-
 def check_triton_device(device: torch.device) -> None:
     """Raise ``ValueError`` unless the Triton kernels can run on ``device``."""
     if device.type == "cpu":
@@ -96,8 +89,8 @@ def check_triton_device(device: torch.device) -> None:
         return
     if device.type != "cuda":
         raise ValueError(f"the Triton backend needs CUDA (or CPU with TRITON_INTERPRET=1) tensors; got {device}")
-    if torch.version.hip is None and _cuda_capability(device) < MIN_CUDA_CAPABILITY:
-        major, minor = _cuda_capability(device)
+    if torch.version.hip is None and torch.cuda.get_device_capability(device) < MIN_CUDA_CAPABILITY:
+        major, minor = torch.cuda.get_device_capability(device)
         raise ValueError(
             f"the Triton backend needs a CUDA GPU of compute capability >= 8.0; {device} has {major}.{minor}: "
             "use backend='pytorch'"
