@@ -290,8 +290,8 @@ def run(args: argparse.Namespace) -> int:
             "timer": "triton.testing.do_bench median" if device.type == "cuda" else f"median of {args.reps} runs"}
 
     def save_partial(rows_so_far):
-        # A sweep stopped part-way (time limit, Ctrl-C) leaves the cells it finished.
-        write_results(args.out, "attention", rows_so_far, meta={**meta, "complete": False}, csv=args.csv)
+        # A sweep stopped part-way (time limit, Ctrl-C) leaves the cells it finished (as benchkit ddp does).
+        write_results(args.out, "attention.partial", rows_so_far, meta=meta)
 
     rows = run_sweep(
         seq_lens=args.seq_len or defaults["seq_lens"],
@@ -307,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"causal attention, B={args.batch_size}, H={args.heads}, on {device}")
     print(format_table([_display(r) for r in rows]))
-    path = write_results(args.out, "attention", rows, meta={**meta, "complete": True}, csv=args.csv)
+    path = write_results(args.out, "attention", rows, meta=meta, csv=args.csv)
     plots = plot_sweep(rows, args.out)
     print(f"\nwrote {path}" + "".join(f", {p}" for p in plots))
     failed = [r for r in rows if r["status"].startswith("error")]
