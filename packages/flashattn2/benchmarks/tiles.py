@@ -31,10 +31,10 @@ from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_common import configs_for
 from flashattn2._triton_forward import triton_forward
 
-KERNELS = {  # name -> (autotuned kernel, its GPU tile list)
-    "forward": (_triton_forward._forward_kernel, _triton_forward._GPU_TILES),
-    "dkdv": (_triton_backward._dkdv_kernel, _triton_backward._DKDV_GPU_TILES),
-    "dq": (_triton_backward._dq_kernel, _triton_backward._DQ_GPU_TILES),
+KERNELS = {  # name -> (autotuned kernel, its GPU tile list, the launcher that remembers its choices)
+    "forward": (_triton_forward._forward_kernel, _triton_forward._GPU_TILES, _triton_forward.launch_forward),
+    "dkdv": (_triton_backward._dkdv_kernel, _triton_backward._DKDV_GPU_TILES, _triton_backward.launch_dkdv),
+    "dq": (_triton_backward._dq_kernel, _triton_backward._DQ_GPU_TILES, _triton_backward.launch_dq),
 }
 
 
@@ -43,10 +43,12 @@ def parse_tile(text: str) -> tuple[int, int, int, int]:
     return block_m, block_n, warps, stages
 
 
-def pin(kernel, tile) -> None:
-    """Make the autotuned ``kernel`` run only ``tile`` from now on (and forget earlier tunings)."""
+def pin(name: str, tile) -> None:
+    """Make kernel ``name`` run only ``tile`` from now on (and forget earlier tunings)."""
+    kernel, _, launcher = KERNELS[name]
     kernel.configs = configs_for([tile])
     kernel.cache.clear()
+    launcher.forget()
 
 
 def time_ms(fn) -> float:
@@ -71,9 +73,9 @@ def main(argv=None) -> int:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     q, k, v, grad_out = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(4))
     scale = d**-0.5
-    defaults = {name: tiles[0] for name, (_, tiles) in KERNELS.items()}
-    for name, (kernel, tiles) in KERNELS.items():
-        pin(kernel, defaults[name])
+    defaults = {name: tiles[0] for name, (_, tiles, _) in KERNELS.items()}
+    for name in KERNELS:
+        pin(name, defaults[name])
     out, lse = triton_forward(q, k, v, args.causal, scale)
 
     runs = {
@@ -83,10 +85,10 @@ def main(argv=None) -> int:
     }
     rows = []
     print(f"shape B={b} H={h} N={n} D={d} causal={args.causal} {args.dtype}; ms = do_bench median", flush=True)
-    for name, (kernel, tiles) in KERNELS.items():
+    for name, (_, tiles, _) in KERNELS.items():
         best = None
         for tile in list(tiles) + getattr(args, f"extra_{name}"):
-            pin(kernel, tile)
+            pin(name, tile)
             try:
                 ms = time_ms(runs[name])
             except Exception as error:  # compile failures and resource limits are results here
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
             rows.append({"kernel": name, "tile": tile, "ms": ms, "note": note})
             shown = f"{ms:8.3f}" if ms is not None else "       -"
             print(f"  {name:8} {str(tile):22} {shown}  {note}", flush=True)
-        pin(kernel, defaults[name])
+        pin(name, defaults[name])
         print(f"  best {name}: {best}", flush=True)
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -31,6 +31,8 @@ import triton.language as tl
 from flashattn2._triton_common import (
     LOG2_E,
     LOG2_E_IN_KERNEL,
+    TunedLaunch,
+    autotuning,
     configs_for,
     dot_mode,
     head_dim_block,
@@ -315,6 +317,10 @@ def _dq_kernel(
              dq.to(DQ.dtype.element_ty), mask=row_mask)
 
 
+launch_dkdv = TunedLaunch(_dkdv_kernel)
+launch_dq = TunedLaunch(_dq_kernel)
+
+
 def triton_backward(
     grad_out: torch.Tensor,
     q: torch.Tensor,
@@ -365,12 +371,15 @@ def triton_backward(
         CAUSAL=causal,
         DOT_MODE=dot_mode(q.dtype),
     )
-    _dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_N"]), batch * kv_heads)](
+    tuning_key = (head_dim, causal, shared["SEQ_BUCKET"], q.dtype, autotuning())
+    launch_dkdv(
+        tuning_key, lambda meta: (triton.cdiv(n_k, meta["BLOCK_N"]), batch * kv_heads),
         q, k, v, grad_out, lse, delta, dk, dv,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(), *dv.stride(),
         **shared,
     )
-    _dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads)](
+    launch_dq(
+        tuning_key, lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads),
         q, k, v, grad_out, lse, delta, dq,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
         **shared,

@@ -26,6 +26,8 @@ import triton.language as tl
 
 from flashattn2._triton_common import (
     LOG2_E,
+    TunedLaunch,
+    autotuning,
     configs_for,
     dot_mode,
     head_dim_block,
@@ -158,6 +160,9 @@ def _forward_kernel(
     tl.store(lse_ptrs, lse, mask=offs_m < N_Q)
 
 
+launch_forward = TunedLaunch(_forward_kernel)
+
+
 def triton_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,11 +189,13 @@ def triton_forward(
     def grid(meta):
         return (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads)
 
-    _forward_kernel[grid](
+    seq_bucket = seq_len_bucket(max(n_q, n_k))
+    launch_forward(
+        (head_dim, causal, seq_bucket, q.dtype, autotuning()), grid,
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse.stride(),
         softmax_scale * LOG2_E,
-        heads, heads // kv_heads, n_q, n_k, seq_len_bucket(max(n_q, n_k)),
+        heads, heads // kv_heads, n_q, n_k, seq_bucket,
         HEAD_DIM=head_dim, BLOCK_D=head_dim_block(head_dim), CAUSAL=causal, DOT_MODE=dot_mode(q.dtype),
     )
     return o, lse
