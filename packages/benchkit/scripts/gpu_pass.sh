@@ -13,7 +13,8 @@
 #   memory           2.7B peak memory at context 128/256/512, forward-only and full
 #                    training step, fp32 and bf16; snapshots, timeline, breakdown vs formula
 #   profile          top kernels per phase of the small model's fp32 train step
-#   mfu_xl_256       xl train step, bf16 autocast + flashattn2 + torch.compile, context 256
+#   mfu_xl           xl train step, bf16 autocast + flashattn2 + torch.compile, batch 8 x 1024
+#                    tokens (compiling takes about 2.5 min on an H100)
 #   gpu_tests        pytest -m gpu on benchkit's tests (model, profile, memory on CUDA)
 #   run              the end-to-end tour at GPU sizes
 # and leaves at most four files in $OUT, rebuilt after every step so that a run cut
@@ -38,8 +39,8 @@ step memory 90 $PY -m benchkit memory --device cuda --size 2.7B --context-length
 step model_no_warmup 45 $PY -m benchkit model --device cuda --size small medium large xl 2.7B \
   --context-length 256 --batch-size 4 --mode forward forward-backward --precision fp32 \
   --warmup 0 --steps 10 --out "$R/model_no_warmup"
-step mfu_xl_256 150 $PY -m benchkit model --device cuda --size xl --context-length 256 --batch-size 4 \
-  --mode train-step --precision bf16 --attention flashattn2 --compile --warmup 5 --steps 10 --out "$R/mfu_xl_256"
+step mfu_xl 240 $PY -m benchkit model --device cuda --size xl --context-length 1024 --batch-size 8 \
+  --mode train-step --precision bf16 --attention flashattn2 --compile --warmup 3 --steps 10 --out "$R/mfu_xl"
 step gpu_tests 60 $PY -m pytest -q -m gpu packages/benchkit/tests
 step run 100 $PY -m benchkit run --device cuda --out "$R/run"
 
