@@ -1,12 +1,15 @@
-"""``benchkit ddp`` at a tiny CPU size: both ways of starting, the result files, the derived columns."""
+"""``benchkit ddp`` at a tiny CPU size: both ways of starting, the result files, the derived columns, rounds."""
 
 import json
 
 import pytest
 
+import torch
+
 from benchkit.cli import main
-from benchkit.commands.ddp import add_derived_columns
-from benchkit.timing import summarize
+from benchkit.commands import ddp as ddp_command
+from benchkit.commands.ddp import Plan, add_derived_columns, rounds_order, run_rank
+from benchkit.timing import PhaseTimer, summarize
 from ddp.launch import spawn
 
 TINY = ["--device", "cpu", "--size", "tiny", "--context-length", "8", "--batch-size", "1", "--warmup", "0",
@@ -70,3 +73,56 @@ def test_gpu_request_without_gpu_is_a_one_line_error(capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert main(["ddp", *TINY[2:], "--device", "cuda"]) == 2
     assert "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+def test_rounds_order_starts_each_round_one_variant_later():
+    assert rounds_order(["a", "b", "c"], 1) == ["a", "b", "c"]
+    assert rounds_order(["a", "b", "c"], 2) == ["a", "b", "c", "b", "c", "a"]
+    assert rounds_order(["a", "b"], 3) == ["a", "b", "b", "a", "a", "b"]
+
+
+def _plan(tmp_path, rounds):
+    return Plan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
+                variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
+                device_type="cpu", out_dir=str(tmp_path))
+
+
+def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):
+    # A fake measurement: the n-th call times its one step's forward as n seconds, backward as 1.
+    calls = []
+
+    def measure(variant, base, plan):
+        calls.append(variant)
+        timer = PhaseTimer("cpu")
+        timer.samples = {"forward": [float(len(calls))], "backward": [1.0]}
+        return timer
+
+    monkeypatch.setattr(ddp_command, "_measure", measure)
+    rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
+    assert calls == ["local", "naive", "torch-ddp-25MB", "naive", "torch-ddp-25MB", "local"]
+    assert [r["variant"] for r in rows] == ["local", "naive", "torch-ddp-25MB"]  # plan order
+    local, naive, torch_ddp = rows
+    assert local["phases"]["forward"].mean == 3.5  # calls 1 and 6
+    assert local["step"].mean == 4.5 and naive["step"].mean == 4.0 and torch_ddp["step"].mean == 5.0
+    assert local["step"].std == pytest.approx(summarize([2.0, 7.0]).std)  # over both rounds' steps
+    assert all(r["rounds"] == 2 and r["status"] == "ok" for r in rows)
+    partial = json.loads((tmp_path / "ddp.partial.json").read_text())["rows"]
+    assert [r["variant"] for r in partial] == ["local", "naive", "torch-ddp-25MB"]
+    assert partial[0]["step"]["mean"] == 4.5
+
+
+def test_a_variant_that_fails_is_not_run_again_in_later_rounds(tmp_path, monkeypatch):
+    calls = []
+
+    def measure(variant, base, plan):
+        calls.append(variant)
+        if variant == "naive":
+            raise torch.OutOfMemoryError("planted by the test")
+        timer = PhaseTimer("cpu")
+        timer.samples = {"forward": [1.0]}
+        return timer
+
+    monkeypatch.setattr(ddp_command, "_measure", measure)
+    rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
+    assert calls == ["local", "naive", "torch-ddp-25MB", "torch-ddp-25MB", "local"]
+    assert [r["status"] for r in rows] == ["ok", "OOM", "ok"] and "step" not in rows[1]

@@ -111,6 +111,11 @@ class PhaseTimer:
         """Forget every sample."""
         self.samples.clear()
 
+    def extend(self, other: "PhaseTimer") -> None:
+        """Append ``other``'s samples to this timer's, phase by phase (to pool repeated runs)."""
+        for name, values in other.samples.items():
+            self.samples.setdefault(name, []).extend(values)
+
     def summary(self) -> dict[str, Stats]:
         """:class:`Stats` per phase, in the order phases were first recorded."""
         return {name: summarize(values) for name, values in self.samples.items()}

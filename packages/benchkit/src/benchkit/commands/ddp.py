@@ -19,9 +19,13 @@ A step is ``optimizer.zero_grad(set_to_none=False)``, then the timed phases
 waiting for the device (CUDA events on a GPU, see :class:`benchkit.timing.PhaseTimer`),
 and the step time is the sum of the phases. Models run eagerly: a compiled
 backward would run the gradient hooks only at its end and defeat the overlap
-being measured. Reported: ms per step (mean ± std
-over ``--steps`` steps after ``--warmup``), per phase, and the communication
-that backward did not hide:
+being measured. With ``--rounds R`` the list of variants runs R times, each
+round starting one variant later (round r runs variant r first), and each
+variant's statistics pool its timed steps of all rounds: slow drifts of the
+machine (clocks, temperature, other tenants) then fall on every variant alike
+instead of on whichever ran during them. Reported: ms per step (mean ± std
+over ``--steps`` steps after ``--warmup``, times ``--rounds``), per phase, and
+the communication that backward did not hide:
 
 - ``sync_ms``: time spent in ``finish_gradient_synchronization()``, i.e. the
   all-reduce time left when backward ends (all of it for naive and flat);
@@ -64,6 +68,7 @@ HELP = "step time and non-hidden communication of the ddp wrappers vs PyTorch DD
 EXAMPLES = """\
   benchkit ddp --device cpu --size tiny --nproc 2 --steps 3     # CPU, gloo: seconds
   benchkit ddp --nproc 2 --size small xl --precision bf16       # 2 GPUs, NCCL
+  benchkit ddp --nproc 4 --size xl --variants bucketed torch-ddp --bucket-mb 25 --rounds 3   # interleaved
   torchrun --nproc-per-node 4 -m benchkit ddp --size xl --precision bf16   # under torchrun
 """
 
@@ -89,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)")
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (default: 10)")
+    parser.add_argument("--rounds", type=positive_int, default=1,
+                        help="run the variants this many times, each round starting one variant later, and pool "
+                             "each variant's timed steps (default: 1)")
     add_output_arguments(parser)
 
 
@@ -104,6 +112,7 @@ class Plan:
     variants: tuple[str, ...]  # expanded names, see variant_names
     warmup: int
     steps: int
+    rounds: int  # passes over the variants, see the module docstring
     device_type: str
     out_dir: str  # rank 0 saves the rows measured so far here (ddp.partial.json) after every variant
 
@@ -138,8 +147,8 @@ def _wrap(variant: str, model: torch.nn.Module, device: torch.device):
     return wrapper, wrapper.finish_gradient_synchronization
 
 
-def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
-    """Train a copy of ``base.model`` wrapped as ``variant``; return its result row."""
+def _measure(variant: str, base: Workload, plan: Plan) -> PhaseTimer:
+    """Train a copy of ``base.model`` wrapped as ``variant``; return the timer of its timed steps."""
     model = copy.deepcopy(base.model)
     wrapped, finish = _wrap(variant, model, base.device)
     params = list(model.parameters())
@@ -160,7 +169,12 @@ def _measure(variant: str, base: Workload, plan: Plan) -> dict[str, Any]:
         with timer.phase("optimizer"):
             scaler.step(optimizer)
             scaler.update()
-    return {"status": "ok", "phases": timer.summary(), "step": summarize(timer.step_totals())}
+    return timer
+
+
+def rounds_order(variants: Sequence[str], rounds: int) -> list[str]:
+    """The order in which ``rounds`` passes run ``variants``: round ``r`` starts at variant ``r`` (mod count)."""
+    return [variants[(r + i) % len(variants)] for r in range(rounds) for i in range(len(variants))]
 
 
 def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
@@ -171,24 +185,35 @@ def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
         config = model_config(size, plan.context_length, attention=plan.attention)
         # seed=rank: different weights per rank (the wrappers broadcast rank 0's) and a batch of its own.
         base = Workload(config, batch_size=plan.batch_size, device=device, precision=plan.precision, seed=rank)
-        variants = progress(plan.variants, f"benchkit ddp {size}") if rank == 0 else plan.variants
-        for variant in variants:
-            row = {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
-                   "batch_size_per_rank": plan.batch_size, "precision": plan.precision, "variant": variant,
-                   "world_size": world_size}
+        size_rows = {
+            variant: {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
+                      "batch_size_per_rank": plan.batch_size, "precision": plan.precision, "variant": variant,
+                      "world_size": world_size, "rounds": plan.rounds, "status": "ok"}
+            for variant in plan.variants
+        }
+        timers = {variant: PhaseTimer(device) for variant in plan.variants}
+        order = rounds_order(plan.variants, plan.rounds)
+        for variant in progress(order, f"benchkit ddp {size}") if rank == 0 else order:
+            row = size_rows[variant]
+            if row["status"] != "ok":
+                continue  # failed in an earlier round
             # A failure every rank hits alike (out of memory, an unsupported setting) is recorded and the
             # run goes on; one rank failing alone leaves the others waiting in a collective until the
             # process group's timeout.
             try:
-                row.update(_measure(variant, base, plan))
+                timers[variant].extend(_measure(variant, base, plan))
             except torch.OutOfMemoryError:
                 row["status"] = "OOM"
             except Exception as error:  # noqa: BLE001 - recorded in the row, see above
                 row["status"] = f"error: {type(error).__name__}: {error}"
             free_memory(device)  # after the except blocks: a traceback would keep the variant's model alive
-            rows.append(row)
+            if row["status"] == "ok":
+                timer = timers[variant]
+                row.update(phases=timer.summary(), step=summarize(timer.step_totals()))
             if rank == 0:
-                write_results(plan.out_dir, "ddp.partial", rows)
+                measured = [r for r in size_rows.values() if "step" in r or r["status"] != "ok"]
+                write_results(plan.out_dir, "ddp.partial", rows + measured)
+        rows += size_rows.values()
         del base
         free_memory(device)
     return rows
@@ -236,7 +261,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, *, world_size: 
     plan = rows[0]
     print(f"device: {device_name()}; {world_size} ranks over {backend}; "
           f"{plan['batch_size_per_rank']} x {plan['context_length']} tokens per rank; {plan['precision']}; "
-          f"{args.warmup} warm-up + {args.steps} timed steps")
+          f"{args.warmup} warm-up + {args.steps} timed steps" + (f", {args.rounds} rounds" if args.rounds > 1 else ""))
     print(format_table(table_rows(rows)))
     meta = {**options_for_json(args), "world_size": world_size, "backend": backend}
     path = write_results(args.out, "ddp", rows, meta=meta, csv=args.csv)
@@ -262,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan(sizes=tuple(sizes), context_length=args.context_length, batch_size=args.batch_size,
                 precision=args.precision, attention=args.attention,
                 variants=tuple(variant_names(args.variants, args.bucket_mb)), warmup=args.warmup,
-                steps=args.steps, device_type=device.type, out_dir=str(args.out))
+                steps=args.steps, rounds=args.rounds, device_type=device.type, out_dir=str(args.out))
     nproc = args.nproc or (torch.cuda.device_count() if device.type == "cuda" else 2)
     results = run_on_ranks(run_rank, nproc=nproc, device_type=device.type, timeout_s=args.timeout_s, args=(plan,))
     if results is None:
