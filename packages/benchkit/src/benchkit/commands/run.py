@@ -189,9 +189,10 @@ def compare_parameters(result: Iterable[torch.Tensor], reference: Iterable[torch
     """
     max_abs, rel = 0.0, 0.0
     for x, ref, start in zip(result, reference, initial, strict=True):
-        diff = (x.detach().double() - ref.detach().double()).norm().item()
+        difference = x.detach().double() - ref.detach().double()
+        diff = difference.norm().item()
         update = (ref.detach().double() - start.detach().double()).norm().item()
-        max_abs = max(max_abs, (x.detach() - ref.detach()).abs().max().item())
+        max_abs = max(max_abs, difference.abs().max().item())
         rel = max(rel, 0.0 if diff == 0 else diff / update if update > 0 else float("inf"))
     return {"max_abs_param_diff": max_abs, "rel_update_diff": rel}
 
