@@ -188,14 +188,14 @@ def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
         size_rows = {
             variant: {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
                       "batch_size_per_rank": plan.batch_size, "precision": plan.precision, "variant": variant,
-                      "world_size": world_size, "rounds": plan.rounds, "status": "ok"}
+                      "world_size": world_size, "rounds": plan.rounds}  # "status" once measured
             for variant in plan.variants
         }
         timers = {variant: PhaseTimer(device) for variant in plan.variants}
         order = rounds_order(plan.variants, plan.rounds)
         for variant in progress(order, f"benchkit ddp {size}") if rank == 0 else order:
             row = size_rows[variant]
-            if row["status"] != "ok":
+            if row.get("status", "ok") != "ok":
                 continue  # failed in an earlier round
             # A failure every rank hits alike (out of memory, an unsupported setting) is recorded and the
             # run goes on; one rank failing alone leaves the others waiting in a collective until the
@@ -206,12 +206,12 @@ def run_rank(rank: int, world_size: int, plan: Plan) -> list[dict[str, Any]]:
                 row["status"] = "OOM"
             except Exception as error:  # noqa: BLE001 - recorded in the row, see above
                 row["status"] = f"error: {type(error).__name__}: {error}"
+            else:
+                timer = timers[variant]  # the statistics of every round so far
+                row.update(status="ok", phases=timer.summary(), step=summarize(timer.step_totals()))
             free_memory(device)  # after the except blocks: a traceback would keep the variant's model alive
-            if row["status"] == "ok":
-                timer = timers[variant]
-                row.update(phases=timer.summary(), step=summarize(timer.step_totals()))
             if rank == 0:
-                measured = [r for r in size_rows.values() if "step" in r or r["status"] != "ok"]
+                measured = [r for r in size_rows.values() if "status" in r]
                 write_results(plan.out_dir, "ddp.partial", rows + measured)
         rows += size_rows.values()
         del base
