@@ -51,6 +51,17 @@ def test_under_a_launcher_it_does_not_spawn_and_rank_zero_writes(tmp_path):
     assert [r["variant"] for r in document["rows"]] == ["bucketed-25MB", "torch-ddp-25MB"]
 
 
+def _torch_ddp_bucket_caps(rank, world_size):
+    wrapped, finish = ddp_command._wrap("torch-ddp-25MB", torch.nn.Linear(4, 4), torch.device("cpu"))
+    return finish is None, wrapped.bucket_bytes_cap, wrapped.bucket_bytes_cap_default
+
+
+@pytest.mark.distributed
+def test_torch_ddp_runs_at_its_defaults():
+    # An explicit bucket_cap_mb, even 25, would turn off PyTorch DDP's 1 MiB first bucket.
+    assert spawn(_torch_ddp_bucket_caps, 1, timeout_s=60) == [(True, 25 * 2**20, True)]
+
+
 def test_derived_columns_by_hand():
     def row(variant, step_s, sync_s=None):
         phases = {"forward": summarize([step_s / 2])}

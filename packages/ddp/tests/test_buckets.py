@@ -121,9 +121,13 @@ def test_finish_launches_units_whose_gradients_never_came():
 
 def test_a_gradient_ready_twice_is_an_error():
     launcher = _launcher([[1], [0]], [])
+    launcher.check_not_ready(0)
     launcher.mark_ready(0)
-    with pytest.raises(GradientSyncError, match="p0 became ready twice"):
+    with pytest.raises(GradientSyncError, match="second backward pass reached p0"):
+        launcher.check_not_ready(0)
+    with pytest.raises(GradientSyncError, match="second backward pass reached p0"):
         launcher.mark_ready(0)
+    launcher.check_not_ready(1)  # the other parameter is still free
 
 
 def test_units_must_partition_the_parameters():

@@ -37,13 +37,30 @@ def _misuse(rank, world_size):
     naive.finish_gradient_synchronization()
     out["wrapped_twice"] = _error_of(lambda: FlatDDP(naive.module))
     out["nothing_trainable"] = _error_of(lambda: OverlapDDP(nn.Linear(2, 2).requires_grad_(False)))
+    # A problem on one rank only is reported on every rank, at once.
+    out["rank1_nothing_trainable"] = _error_of(lambda: OverlapDDP(nn.Linear(2, 2).requires_grad_(rank != 1)))
+    out["settings_differ"] = _error_of(lambda: BucketedDDP(nn.Linear(2, 2), bucket_size_mb=1 + rank))
+    out["classes_differ"] = _error_of(lambda: (NaiveDDP if rank == 0 else FlatDDP)(nn.Linear(2, 2)))
+    out["int_and_float_agree"] = _error_of(lambda: BucketedDDP(nn.Linear(2, 2), bucket_size_mb=[25, 25.0][rank]))
 
+    # A second backward on rank 0 only, before finishing: refused before it adds anything
+    # into gradients in flight, so the step still averages the first backward's gradients.
     for cls in (OverlapDDP, BucketedDDP):
-        model = cls(nn.Linear(4, 2))
+        model = cls(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)))
+        reference = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        reference.load_state_dict(model.module.state_dict())
+        reference(x).sum().backward()
+        expected = [p.grad for p in reference.parameters()]
+        for grad in expected:
+            dist.all_reduce(grad)
+            grad.div_(world_size)
         model(x).sum().backward()
-        out[f"second_backward_{cls.__name__}"] = _error_of(lambda: model(x).sum().backward())
-        model.finish_gradient_synchronization()  # the first step's all-reduces still complete
-        out[f"usable_after_error_{cls.__name__}"] = model.module.weight.grad is not None
+        if rank == 0:
+            out[f"second_backward_{cls.__name__}"] = _error_of(lambda: model(x).sum().backward())
+        model.finish_gradient_synchronization()
+        out[f"averaged_after_error_{cls.__name__}"] = all(
+            torch.allclose(p.grad, e) for p, e in zip(model.module.parameters(), expected)
+        )
 
     # Rank 1 skips a step: rank 0's all-reduce must fail after the group's timeout.
     group = dist.new_group(timeout=datetime.timedelta(seconds=PEER_TIMEOUT_S))
@@ -70,13 +87,25 @@ def test_misuse_is_reported():
         kind, message = out["finish_inside_no_sync"]
         assert kind == "GradientSyncError" and "inside no_sync()" in message
         kind, message = out["wrapped_twice"]
-        assert kind == "ValueError" and "already wrapped" in message
+        assert kind == "ValueError" and "cannot wrap the module on every rank" in message
+        assert "rank 0: the module is already wrapped" in message and "rank 1: the module is already wrapped" in message
         kind, message = out["nothing_trainable"]
         assert kind == "ValueError" and "requires_grad=True" in message
+        kind, message = out["rank1_nothing_trainable"]
+        assert kind == "ValueError" and "(rank 1: the module has no parameter with requires_grad=True" in message
+        assert "rank 0:" not in message
+        kind, message = out["settings_differ"]
+        assert kind == "ValueError" and "wrapper class or settings differ across ranks" in message
+        assert f"This rank ({rank}) has:\nwrapper='BucketedDDP', compress_bf16=False, bucket_size_mb={1.0 + rank}" in message
+        kind, message = out["classes_differ"]
+        assert kind == "ValueError" and f"wrapper={['NaiveDDP', 'FlatDDP'][rank]!r}" in message
+        assert out["int_and_float_agree"] is None
         for cls in ("OverlapDDP", "BucketedDDP"):
-            kind, message = out[f"second_backward_{cls}"]
-            assert kind == "GradientSyncError" and "became ready twice" in message and "no_sync()" in message
-            assert out[f"usable_after_error_{cls}"]
+            if rank == 0:
+                kind, message = out[f"second_backward_{cls}"]
+                assert kind == "GradientSyncError" and "second backward pass reached 1." in message
+                assert "nothing was added" in message and "no_sync()" in message
+            assert out[f"averaged_after_error_{cls}"]
     kind, message = ranks[0]["peer_skipped_step"]
     assert kind == "GradientSyncError" and "did not complete" in message
     assert "1.weight" in message and "0.bias" in message  # the pending gradients are named

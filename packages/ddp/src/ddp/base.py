@@ -7,12 +7,15 @@ so that ``optimizer.step()`` takes the same step everywhere. The wrappers differ
 only in *how* and *when* they all-reduce (see :mod:`ddp.naive`, :mod:`ddp.flat`,
 :mod:`ddp.overlap`, :mod:`ddp.bucketed`); everything else lives here:
 
-- construction checks that every rank wraps the same architecture, then
-  broadcasts all parameters (frozen ones too) and buffers from rank 0;
+- construction checks that every rank can wrap its module and wraps the same
+  architecture with the same settings (a problem on one rank is reported on
+  every rank), then broadcasts all parameters (frozen ones too) and buffers
+  from rank 0;
 - ``.module``, ``forward``, ``parameters()`` and ``named_parameters()`` are the
   wrapped module's;
 - a post-accumulate-grad hook on every trainable parameter tells the wrapper that
-  the parameter's gradient for this backward pass is complete;
+  the parameter's gradient for this backward pass is complete, and a tensor hook
+  before accumulation lets a wrapper refuse a gradient it is already sending;
 - ``no_sync()`` for gradient accumulation; bf16 gradient compression.
 """
 
@@ -22,8 +25,9 @@ import abc
 import contextlib
 import functools
 import hashlib
+import itertools
 import weakref
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -40,12 +44,37 @@ _COMPRESSIBLE_DTYPES = (torch.float32, torch.float64)
 # The structure check prints at most this many lines of this rank's parameter list.
 _MAX_SIGNATURE_LINES = 20
 
+# Why a rank cannot wrap its module. Ranks exchange these codes at
+# construction, so that every rank reports the problem instead of the others
+# waiting for a peer that gave up.
+_CAN_WRAP, _ALREADY_WRAPPED, _NOTHING_TRAINABLE = 0, 1, 2
+_CANNOT_WRAP = {
+    _ALREADY_WRAPPED: "the module is already wrapped (its gradient hooks are registered); wrap each module once",
+    _NOTHING_TRAINABLE: "the module has no parameter with requires_grad=True; nothing to synchronize",
+}
+
+
+def _digest(text: str) -> int:
+    """A 64-bit hash of ``text`` as a signed integer (it travels in an int64 tensor)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little", signed=True)
+
 
 def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Tensor) -> None:
     """Post-accumulate-grad hook: forwards to the wrapper while it is alive."""
     live = wrapper()
     if live is not None:
         live._grad_hook(index)
+
+
+def _accumulate_hook(wrapper: "weakref.ref[DataParallel]", index: int, grad: torch.Tensor) -> None:
+    """Tensor hook on a parameter: runs before backward adds ``grad`` into its ``.grad``.
+
+    Returns ``None``, so the gradient passes unchanged; an exception raised here
+    stops backward before anything is added.
+    """
+    live = wrapper()
+    if live is not None:
+        live._before_accumulate(index)
 
 
 class DataParallel(nn.Module, abc.ABC):
@@ -60,13 +89,16 @@ class DataParallel(nn.Module, abc.ABC):
             bfloat16 (half the bytes of float32 on the wire) and converted back,
             so ``.grad`` keeps its dtype. The sum is then only as precise as
             bfloat16 (8 significant bits). Default ``False``.
+        settings: for subclasses: their own constructor settings (name -> value,
+            compared by ``repr``), which must be the same on every rank.
 
     Raises:
         TypeError: ``module`` is not an ``nn.Module`` or ``compress_bf16`` not a bool.
         RuntimeError: ``torch.distributed`` has no initialized default group.
-        ValueError: the module has no trainable parameter, is already wrapped, or
-            its parameters/buffers (names, shapes, dtypes, requires_grad) differ
-            between ranks.
+        ValueError: on every rank, when on some rank the module has no trainable
+            parameter or is already wrapped, or when the parameters/buffers
+            (names, shapes, dtypes, requires_grad) or the wrapper and its
+            settings differ between ranks.
     """
 
     def __init__(
@@ -75,6 +107,7 @@ class DataParallel(nn.Module, abc.ABC):
         *,
         process_group: dist.ProcessGroup | None = None,
         compress_bf16: bool = False,
+        settings: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -88,14 +121,13 @@ class DataParallel(nn.Module, abc.ABC):
                 "torch.distributed.init_process_group(...) first, or start the ranks with "
                 "torchrun or ddp.launch.spawn"
             )
-        if getattr(module, "_ddp_wrapped", False):
-            raise ValueError(
-                f"{name}: this module is already wrapped (its gradient hooks are registered); "
-                "wrap each module once"
-            )
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-        if not named:
-            raise ValueError(f"{name}: module has no parameter with requires_grad=True; nothing to synchronize")
+        if getattr(module, "_ddp_wrapped", False):
+            cannot_wrap = _ALREADY_WRAPPED
+        elif not named:
+            cannot_wrap = _NOTHING_TRAINABLE
+        else:
+            cannot_wrap = _CAN_WRAP
 
         self.module = module
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -117,8 +149,9 @@ class DataParallel(nn.Module, abc.ABC):
         # tied (shared) weight once, under its first name.
         self._param_names = [n for n, _ in named]
         self._params = [p for _, p in named]
+        self._settings = {"wrapper": name, "compress_bf16": compress_bf16, **(settings or {})}
 
-        self._check_same_structure()
+        self._agree_across_ranks(cannot_wrap)
         self._broadcast_from_rank0()
 
         self._sync_enabled = True
@@ -129,6 +162,7 @@ class DataParallel(nn.Module, abc.ABC):
         # leak once the wrapper is dropped). So they hold it weakly.
         wrapper = weakref.ref(self)
         for index, param in enumerate(self._params):
+            param.register_hook(functools.partial(_accumulate_hook, wrapper, index))
             param.register_post_accumulate_grad_hook(functools.partial(_grad_hook, wrapper, index))
         module._ddp_wrapped = True
 
@@ -203,6 +237,13 @@ class DataParallel(nn.Module, abc.ABC):
         if self._sync_enabled:
             self._on_grad_ready(index)
 
+    def _before_accumulate(self, index: int) -> None:
+        """Called before backward adds into ``self._params[index].grad``; raise to stop it.
+
+        Wrappers whose all-reduces start during backward refuse a gradient that
+        is already being communicated.
+        """
+
     def _on_grad_ready(self, index: int) -> None:
         """Called when ``self._params[index].grad`` is complete for this backward pass (outside no_sync)."""
 
@@ -254,27 +295,54 @@ class DataParallel(nn.Module, abc.ABC):
         lines += [f"buffer {n} shape={tuple(b.shape)} dtype={b.dtype}" for n, b in self.module.named_buffers()]
         return "\n".join(lines)
 
-    def _check_same_structure(self) -> None:
-        """Compare a hash of the parameter/buffer list across ranks, before any broadcast could hang."""
-        signature = self._structure_signature()
-        digest = int.from_bytes(hashlib.sha256(signature.encode()).digest()[:8], "little", signed=True)
-        mine = torch.tensor([digest], dtype=torch.int64, device=self._params[0].device)
+    def _settings_signature(self) -> str:
+        return ", ".join(f"{key}={value!r}" for key, value in self._settings.items())
+
+    def _exchange_device(self) -> torch.device:
+        """Where the construction check's tensor lives: NCCL exchanges only this rank's GPU tensors."""
+        first = next(itertools.chain(self.module.parameters(), self.module.buffers()), None)
+        if first is not None:
+            return first.device
+        if dist.get_backend(self.process_group) == dist.Backend.NCCL:
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def _agree_across_ranks(self, cannot_wrap: int) -> None:
+        """One all-gather, before any broadcast could hang: every rank can wrap, and wraps the same.
+
+        Each rank contributes its :data:`_CANNOT_WRAP` code, a hash of its
+        parameter/buffer list and a hash of the wrapper's settings. Any
+        difference raises ``ValueError`` on every rank.
+        """
+        name = type(self).__name__
+        structure, settings = self._structure_signature(), self._settings_signature()
+        mine = torch.tensor(
+            [cannot_wrap, _digest(structure), _digest(settings)], dtype=torch.int64, device=self._exchange_device()
+        )
         everyone = [torch.empty_like(mine) for _ in range(self.world_size)]
         dist.all_gather(everyone, mine, group=self.process_group)
-        digests = [int(t.item()) for t in everyone]
-        if len(set(digests)) == 1:
-            return
-        groups: dict[int, list[int]] = {}
-        for rank, value in enumerate(digests):
-            groups.setdefault(value, []).append(rank)
-        lines = signature.splitlines()
-        shown = "\n".join(lines[:_MAX_SIGNATURE_LINES])
-        more = f"\n... ({len(lines) - _MAX_SIGNATURE_LINES} more lines)" if len(lines) > _MAX_SIGNATURE_LINES else ""
-        raise ValueError(
-            f"{type(self).__name__}: module parameters or buffers (names, shapes, dtypes, "
-            f"requires_grad) differ across ranks; ranks with identical structure: "
-            f"{sorted(groups.values())}. This rank ({self.rank}) has:\n{shown}{more}"
+        rows = [t.tolist() for t in everyone]
+        failing = [(rank, row[0]) for rank, row in enumerate(rows) if row[0] != _CAN_WRAP]
+        if failing:
+            reasons = "; ".join(f"rank {rank}: {_CANNOT_WRAP[code]}" for rank, code in failing)
+            raise ValueError(f"{name}: cannot wrap the module on every rank ({reasons})")
+        checks = (
+            (1, "module parameters or buffers (names, shapes, dtypes, requires_grad)", structure),
+            (2, "wrapper class or settings", settings),
         )
+        for column, what, signature in checks:
+            groups: dict[int, list[int]] = {}
+            for rank, row in enumerate(rows):
+                groups.setdefault(row[column], []).append(rank)
+            if len(groups) == 1:
+                continue
+            lines = signature.splitlines()
+            shown = "\n".join(lines[:_MAX_SIGNATURE_LINES])
+            more = f"\n... ({len(lines) - _MAX_SIGNATURE_LINES} more lines)" if len(lines) > _MAX_SIGNATURE_LINES else ""
+            raise ValueError(
+                f"{name}: {what} differ across ranks; ranks that agree: {sorted(groups.values())}. "
+                f"This rank ({self.rank}) has:\n{shown}{more}"
+            )
 
     @torch.no_grad()
     def _broadcast_from_rank0(self) -> None:

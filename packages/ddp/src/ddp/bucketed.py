@@ -148,7 +148,8 @@ class BucketedDDP(DataParallel):
         module: the model, on this rank's device (see :class:`ddp.DataParallel`).
             Do not move it after wrapping: the buckets stay where they were made.
         bucket_size_mb: bucket cap in MiB (2**20 bytes), a positive number, or
-            ``None`` for one bucket per (dtype, device). Default 25.0.
+            ``None`` for no cap: one bucket per run of consecutive parameters
+            (in launch order) of one dtype and device. Default 25.0.
         first_bucket_mb: the cap of bucket 0 (the first to be all-reduced) in
             MiB, a positive number, or ``None`` for ``bucket_size_mb``. It never
             exceeds ``bucket_size_mb`` and is ignored when that is ``None``.
@@ -198,7 +199,13 @@ class BucketedDDP(DataParallel):
         _check_mib("first_bucket_mb", first_bucket_mb, "the same cap as the others")
         if not isinstance(rebuild_buckets, bool):
             raise TypeError(f"BucketedDDP: rebuild_buckets must be True or False, got {rebuild_buckets!r}")
-        super().__init__(module, process_group=process_group, compress_bf16=compress_bf16)
+        settings = {
+            # as floats, so that 25 on one rank and 25.0 on another count as the same
+            "bucket_size_mb": None if bucket_size_mb is None else float(bucket_size_mb),
+            "first_bucket_mb": None if first_bucket_mb is None else float(first_bucket_mb),
+            "rebuild_buckets": rebuild_buckets,
+        }
+        super().__init__(module, process_group=process_group, compress_bf16=compress_bf16, settings=settings)
         self.bucket_size_mb = bucket_size_mb
         self.first_bucket_mb = first_bucket_mb
         self._set_buckets(assign_buckets(self._params, bucket_size_mb, first_bucket_mb))
@@ -241,6 +248,9 @@ class BucketedDDP(DataParallel):
             self._buckets.append(bucket)
         units = [bucket.members for bucket in self._buckets]
         self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
+
+    def _before_accumulate(self, index: int) -> None:
+        self._launcher.check_not_ready(index)
 
     def _on_grad_ready(self, index: int) -> None:
         self._launcher.mark_ready(index)

@@ -62,15 +62,24 @@ class InOrderLauncher:
         self._next = 0  # the lowest unit index not launched yet
         self._in_flight: list[tuple[int, dist.Work]] = []
 
-    def mark_ready(self, index: int) -> None:
-        """Record that parameter ``index``'s gradient is complete; launch every unit now due."""
+    def check_not_ready(self, index: int) -> None:
+        """Raise if parameter ``index``'s gradient is already complete in this step.
+
+        Call it before backward adds into that gradient: once ready, the
+        gradient may be in an all-reduce, and adding into it would corrupt the
+        average on this rank only.
+        """
         if self._ready[index]:
             raise GradientSyncError(
-                f"the gradient of {self._names[index]} became ready twice before "
-                "finish_gradient_synchronization(): run one backward pass per synchronized step "
-                "(accumulate earlier micro-batches inside no_sync()), and call "
-                "finish_gradient_synchronization() after each step's backward"
+                f"a second backward pass reached {self._names[index]}, whose gradient for this step "
+                "is already complete (and may be in an all-reduce); nothing was added to it. Run one "
+                "backward pass per synchronized step (accumulate earlier micro-batches inside "
+                "no_sync()), and call finish_gradient_synchronization() after each step's backward"
             )
+
+    def mark_ready(self, index: int) -> None:
+        """Record that parameter ``index``'s gradient is complete; launch every unit now due."""
+        self.check_not_ready(index)
         self._ready[index] = True
         self._missing[self._unit_of[index]] -= 1
         while self._next < len(self.units) and self._missing[self._next] == 0:

@@ -56,6 +56,9 @@ class OverlapDDP(DataParallel):
         self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
         self._wire: dict[int, torch.Tensor] = {}  # unit -> the tensor being all-reduced
 
+    def _before_accumulate(self, index: int) -> None:
+        self._launcher.check_not_ready(index)
+
     def _on_grad_ready(self, index: int) -> None:
         self._launcher.mark_ready(index)
 

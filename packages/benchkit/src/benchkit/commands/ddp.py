@@ -138,8 +138,10 @@ def _wrap(variant: str, model: torch.nn.Module, device: torch.device):
         return model, None
     if variant.startswith("torch-ddp"):
         device_ids = [device.index] if device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=device_ids, bucket_cap_mb=TORCH_DDP_BUCKET_MB), None
+        # bucket_cap_mb left unset on purpose: passing it, even as 25, also turns off
+        # PyTorch DDP's smaller 1 MiB first bucket (torch/nn/parallel/distributed.py,
+        # _BucketCapacityConfig.create: is_using_default = bucket_cap_mb is None).
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids), None
     if variant.startswith("bucketed-"):
         wrapper = BucketedDDP(model, bucket_size_mb=float(variant[len("bucketed-"):-len("MB")]))
     else:
