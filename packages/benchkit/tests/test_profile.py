@@ -1,11 +1,14 @@
 """``benchkit profile`` on a tiny CPU model: trace, per-phase attribution, matmul counts."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
+from torch.autograd.profiler_util import Interval
 
 from benchkit.cli import main
-from benchkit.commands.profile import is_matmul
+from benchkit.commands.profile import is_matmul, phase_breakdown
 
 
 @pytest.mark.parametrize(
@@ -65,3 +68,25 @@ def test_profile_command_on_gpu_attributes_kernels(tmp_path):
         kernels = [r for r in rows if r["phase"] == phase]
         assert kernels and all(r["time_us"] > 0 and r["count"] > 0 for r in kernels)
     assert any(r["matmul"] for r in rows if r["phase"] == "forward")
+
+
+def _event(name, device, start_us, end_us, annotation=False):
+    """A stand-in for a profiler FunctionEvent: the fields phase_breakdown reads."""
+    device_type = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
+    return SimpleNamespace(name=name, device_type=device_type, time_range=Interval(start_us, end_us),
+                           self_cpu_time_total=end_us - start_us, is_user_annotation=annotation)
+
+
+def test_gpu_copies_of_annotated_ranges_are_not_counted_as_kernels():
+    events = [
+        _event("optimizer", "cpu", 0, 100, annotation=True),  # the phase range
+        _event("Optimizer.step#AdamW.step", "cpu", 5, 90, annotation=True),  # a range torch.optim opens ...
+        _event("Optimizer.step#AdamW.step", "cuda", 10, 60, annotation=True),  # ... and its GPU-side copy
+        _event("multi_tensor_apply_kernel", "cuda", 12, 32),
+        _event("multi_tensor_apply_kernel", "cuda", 35, 55),
+        _event("late_kernel", "cuda", 150, 160),  # starts outside every phase
+    ]
+    rows = phase_breakdown(events, ["optimizer"], device_type="cuda")
+    assert [(r["phase"], r["name"], r["count"], r["time_us"]) for r in rows] == [
+        ("optimizer", "multi_tensor_apply_kernel", 2, 40)
+    ]

@@ -93,7 +93,12 @@ def phase_breakdown(events: Iterable[Any], phases: Iterable[str], *, device_type
     totals: dict[tuple[str, str], list[float]] = collections.defaultdict(lambda: [0, 0.0])
     want = torch.autograd.DeviceType.CUDA if device_type == "cuda" else torch.autograd.DeviceType.CPU
     for event in events:
-        if event.device_type != want or event.name in phases or event.name.startswith("ProfilerStep"):
+        # On the GPU timeline a record_function range (e.g. the "Optimizer.step#AdamW.step"
+        # range torch.optim opens) also appears as a GPU-side annotation spanning the kernels
+        # launched inside it; counting it would count those kernels twice. Kineto flags such
+        # events is_user_annotation (torch's own key_averages table skips them likewise).
+        gpu_annotation = want == torch.autograd.DeviceType.CUDA and event.is_user_annotation
+        if event.device_type != want or gpu_annotation or event.name in phases or event.name.startswith("ProfilerStep"):
             continue
         i = bisect.bisect_right(starts, event.time_range.start) - 1
         if i < 0 or event.time_range.start > windows[i][1]:
