@@ -1,8 +1,11 @@
-"""``TunedLaunch``: the autotuner runs once per key, later launches use its choice directly."""
+"""The launchers' plumbing: ``TunedLaunch`` (the autotuner runs once per key, later
+launches use its choice directly) and the guard for the kernels' 32-bit offsets."""
 
+import pytest
+import torch
 import triton
 
-from flashattn2._triton_common import TunedLaunch
+from flashattn2._triton_common import TunedLaunch, within_int32_offsets
 
 
 class _RecordingKernel:
@@ -40,3 +43,17 @@ def test_first_launch_per_key_goes_through_the_autotuner_later_ones_use_its_choi
     assert direct_grid == grid and args == ("x", 7)
     assert kwargs == {"HEAD_DIM": 16, **config.all_kwargs()}  # what triton.autotune passes to its kernel
     assert kwargs["BLOCK_M"] == 64 and kwargs["num_warps"] == 8
+
+
+def test_views_whose_offsets_overflow_int32_are_copied():
+    # Meta tensors: the layouts of multi-GiB tensors, without their memory.
+    packed = torch.empty_strided((1, 2, 3, 16), (0, 16, 2**20, 1), device="meta")
+    assert within_int32_offsets(packed, "q") is packed  # last row at 2 * 2**20: fine as it is
+    wide = torch.empty_strided((1, 2, 3, 16), (0, 16, 2**30 + 64, 1), device="meta")
+    copied = within_int32_offsets(wide, "k")  # last row past 2**31
+    assert copied.is_contiguous() and copied.shape == wide.shape
+    largest = torch.empty((1, 1, 2**24, 128), device="meta")  # N * D = 2**31: the last offset fits
+    assert within_int32_offsets(largest, "v") is largest
+    too_long = torch.empty((1, 1, 2**24 + 1, 128), device="meta")
+    with pytest.raises(ValueError, match=r"v has 16777217 x 128 elements per \(batch, head\)"):
+        within_int32_offsets(too_long, "v")

@@ -33,6 +33,7 @@ from flashattn2._triton_common import (
     LOG2_E_IN_KERNEL,
     TunedLaunch,
     autotuning,
+    bf16_ready,
     configs_for,
     dot_mode,
     head_dim_block,
@@ -43,6 +44,7 @@ from flashattn2._triton_common import (
     seq_len_bucket,
     tile_dot,
     visible_keys,
+    within_int32_offsets,
 )
 
 # Tile shapes tried on a GPU. dK/dV programs keep a key tile resident and stream
@@ -138,10 +140,10 @@ def _dkdv_tile(
             visible = visible & (offs_n[:, None] <= offs_m[None, :] + KV_SHIFT)
         # tl.where, not a product: p_t is +inf for rows whose L is -inf (rows that see no key).
         p_t = tl.where(visible, p_t, 0.0)
-    dv += tile_dot(p_t.to(do.dtype), do, DOT_MODE)
+    dv += tile_dot(bf16_ready(p_t, DOT_MODE).to(do.dtype), do, DOT_MODE)
     dp_t = tile_dot(v, tl.trans(do), DOT_MODE)
     ds_t = p_t * (dp_t - delta[None, :])
-    dk += tile_dot(ds_t.to(q.dtype), q, DOT_MODE)
+    dk += tile_dot(bf16_ready(ds_t, DOT_MODE).to(q.dtype), q, DOT_MODE)
     return dk, dv
 
 
@@ -228,9 +230,9 @@ def _dkdv_kernel(
 
     dk = dk * softmax_scale
     tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
-             dk.to(DK.dtype.element_ty), mask=kv_mask)
+             bf16_ready(dk, DOT_MODE).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + b * stride_dvb + h_kv * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
-             dv.to(DV.dtype.element_ty), mask=kv_mask)
+             bf16_ready(dv, DOT_MODE).to(DV.dtype.element_ty), mask=kv_mask)
 
 
 @triton.jit
@@ -252,7 +254,7 @@ def _dq_tile(
         p = tl.where(visible, p, 0.0)  # see _dkdv_tile: p can be +inf where masked
     dp = tile_dot(do, tl.trans(v), DOT_MODE)
     ds = p * (dp - delta[:, None])
-    dq += tile_dot(ds.to(k.dtype), k, DOT_MODE)
+    dq += tile_dot(bf16_ready(ds, DOT_MODE).to(k.dtype), k, DOT_MODE)
     return dq
 
 
@@ -314,7 +316,7 @@ def _dq_kernel(
 
     dq = dq * softmax_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd,
-             dq.to(DQ.dtype.element_ty), mask=row_mask)
+             bf16_ready(dq, DOT_MODE).to(DQ.dtype.element_ty), mask=row_mask)
 
 
 launch_dkdv = TunedLaunch(_dkdv_kernel)
@@ -334,7 +336,7 @@ def triton_backward(
     """Attention backward with the Triton kernels.
 
     Arguments:
-        grad_out, out: ``(B, H, Nq, D)``, any strides, q's dtype.
+        grad_out, out: ``(B, H, Nq, D)``, any strides (see ``triton_forward``), q's dtype.
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; the forward's inputs.
         lse: ``(B, H, Nq)`` float32, the forward's logsumexp (natural log).
         causal, softmax_scale: as in the forward.
@@ -351,6 +353,10 @@ def triton_backward(
         # No query or no key: O does not depend on the inputs, every gradient is zero.
         return dq.zero_(), dk.zero_(), dv.zero_()
 
+    q, k, v, out, grad_out = (
+        within_int32_offsets(x, name)
+        for x, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out"), (grad_out, "grad_out"))
+    )
     lse = lse.contiguous()
     delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
     block_d = head_dim_block(head_dim)

@@ -3,12 +3,15 @@
 - :func:`interpreting`: whether Triton runs kernels through its CPU interpreter
   (``TRITON_INTERPRET=1``), which is how CI exercises the real kernels;
 - :func:`dot_mode`: how a kernel must multiply tiles of a given dtype;
-- :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use;
+- :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use; :func:`bf16_ready`:
+  what the kernels apply before converting fp32 tiles to their output dtype;
 - :func:`head_dim_block`: the padded head dimension the kernels tile with;
 - :func:`configs_for`: one small tile configuration under the interpreter, the
   GPU autotuning list otherwise; :func:`prune_to_fit` drops tiles too large for
   shared memory; :class:`TunedLaunch` launches an autotuned kernel without the
   autotuner's per-call cost once a key is tuned;
+- :func:`within_int32_offsets`: the launchers' guard for the kernels' 32-bit
+  offsets within one (batch, head);
 - :func:`load_tile`, :func:`key_ranges`, :func:`visible_keys`: tile loads with
   the padding masks, the causal split of a query tile's key loop, and its mask.
 """
@@ -69,6 +72,28 @@ def tile_dot(a, b, DOT_MODE: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
     else:
         return tl.dot(a, b)
+
+
+@triton.jit
+def bf16_ready(x, DOT_MODE: tl.constexpr):
+    """fp32 ``x``, made ready for a conversion to the tile dtype.
+
+    Triton 3.9's interpreter converts fp32 to bf16 by truncating the mantissa
+    (checked on 2026-11-22: 2037 of 4096 randn values differ from torch's
+    round-to-nearest-even), twice the rounding error of a GPU's conversion,
+    enough to fail the accuracy rule of :mod:`flashattn2.testing`. So with
+    ``DOT_MODE == DOT_UPCAST_FP32`` (bf16 under the interpreter) ``x`` is
+    rounded here to the nearest bf16 value, ties to even (add 0x7FFF plus the
+    lowest kept bit, then clear the 16 dropped bits; NaN kept as it is), and
+    the truncating conversion that follows is exact. Otherwise ``x`` is
+    returned unchanged.
+    """
+    if DOT_MODE == 2:
+        bits = x.to(tl.uint32, bitcast=True)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+        return tl.where(x != x, x, rounded)
+    else:
+        return x
 
 
 def head_dim_block(head_dim: int) -> int:
@@ -170,6 +195,38 @@ class TunedLaunch:
     def forget(self) -> None:
         """Drop the remembered choices (after the kernel's configurations were changed)."""
         self._chosen.clear()
+
+
+# Within one (batch, head) the kernels compute element offsets (row * row stride
+# + column * column stride) in 32-bit integers, as Triton does for integer
+# arguments below 2**31; batch and head offsets are converted to 64 bits. Past
+# this limit an offset wraps around and a load reads the wrong address.
+MAX_INT32 = 2**31 - 1
+
+
+def within_int32_offsets(x: torch.Tensor, name: str) -> torch.Tensor:
+    """``x`` (B, H, N, D) as it is, or a contiguous copy where its strides overflow the kernels' offsets.
+
+    A view with large row strides (a packed QKV buffer of a long sequence with
+    many heads, say) can place its last row of a (batch, head) more than
+    ``MAX_INT32`` elements past the first; its contiguous copy spans ``N * D``
+    elements per (batch, head), which a 32-bit offset reaches up to N * D = 2**31.
+
+    Raises:
+        ValueError: even the contiguous layout is too large (``N * D > 2**31``).
+    """
+    def last_offset(t: torch.Tensor) -> int:
+        return sum((size - 1) * stride for size, stride in zip(t.shape[2:], t.stride()[2:]))
+
+    if last_offset(x) <= MAX_INT32:
+        return x
+    n, d = x.shape[2], x.shape[3]
+    if n * d - 1 > MAX_INT32:
+        raise ValueError(
+            f"flash_attention: {name} has {n} x {d} elements per (batch, head), more than the Triton kernels' "
+            f"32-bit offsets reach (2**31); split the sequence, or use backend='pytorch'"
+        )
+    return x.contiguous()
 
 
 @triton.jit

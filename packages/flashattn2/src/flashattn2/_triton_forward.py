@@ -28,6 +28,7 @@ from flashattn2._triton_common import (
     LOG2_E,
     TunedLaunch,
     autotuning,
+    bf16_ready,
     configs_for,
     dot_mode,
     head_dim_block,
@@ -37,6 +38,7 @@ from flashattn2._triton_common import (
     seq_len_bucket,
     tile_dot,
     visible_keys,
+    within_int32_offsets,
 )
 
 # Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
@@ -90,7 +92,7 @@ def _forward_tile(
     p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tile_dot(p.to(v.dtype), v, DOT_MODE)
+    acc = acc * alpha[:, None] + tile_dot(bf16_ready(p, DOT_MODE).to(v.dtype), v, DOT_MODE)
     return acc, m_new, l_i
 
 
@@ -155,7 +157,8 @@ def _forward_kernel(
     # m_i is in base-2 units; ln(2) = 0.6931471805599453 converts it to the natural log.
     lse = tl.where(seen, m_i * 0.6931471805599453 + tl.log(l_safe), float("-inf"))
     o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
-    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=(offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM))
+    o_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+    tl.store(o_ptrs, bf16_ready(o, DOT_MODE).to(O.dtype.element_ty), mask=o_mask)
     lse_ptrs = LSE + b * stride_lb + h * stride_lh + offs_m * stride_ln
     tl.store(lse_ptrs, lse, mask=offs_m < N_Q)
 
@@ -170,7 +173,9 @@ def triton_forward(
 
     Arguments:
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)`` with ``H % Hkv == 0``; any
-            strides; fp16, bf16 or fp32 (all three the same), already validated.
+            strides (a view whose (batch, head) spans more than 2**31 elements is
+            copied: see ``within_int32_offsets``); fp16, bf16 or fp32 (all three
+            the same), already validated.
         causal: bottom-right aligned causal mask.
         softmax_scale: multiplies ``q . k`` before the softmax.
 
@@ -185,6 +190,7 @@ def triton_forward(
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
     if o.numel() == 0:
         return o, lse
+    q, k, v = (within_int32_offsets(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
 
     def grid(meta):
         return (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads)
