@@ -10,6 +10,7 @@ from benchkit.commands.accounting import (
     DEVICES,
     Parallelism,
     account,
+    check_parallelism,
     compute_bound_tokens,
     named_model,
     step_times,
@@ -87,6 +88,29 @@ def test_bad_degrees_are_rejected():
         Parallelism(tp=0)
     with pytest.raises(ValueError, match="model must be one of"):
         named_model("huge", 128)
+
+
+def test_degrees_that_split_the_model_and_batch_evenly_are_accepted():
+    # tiny: 4 heads, d_ff 256, 2 layers; xxl-ffn: no heads, d_ff 53248 = 2**12 * 13, 126 blocks.
+    check_parallelism(named_model("tiny", 64), Parallelism(dp=2, fsdp=2, tp=4, pp=2), batch_size=4)
+    check_parallelism(named_model("xxl-ffn", 64), Parallelism(tp=13, pp=126), batch_size=1)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--tp", "1000000"], "--tp 1000000 must divide xxl-ffn's feed-forward width d_ff = 53248"),
+    (["--model", "tiny", "--tp", "3", "--fsdp", "1"], "--tp 3 must divide tiny's 4 attention heads"),
+    (["--model", "tiny", "--tp", "8", "--fsdp", "1"], "--tp 8 must divide tiny's 4 attention heads"),
+    (["--pp", "200"], "--pp 200 must be at most xxl-ffn's 126 layers"),
+    (["--batch-size", "1", "--fsdp", "4096", "--tp", "1"],
+     "--dp 1 x --fsdp 4096 = 4096 data-parallel ranks must be at most --batch-size 1"),
+    (["--dp", "3", "--fsdp", "2", "--batch-size", "5"], "--dp 3 x --fsdp 2 = 6 data-parallel ranks must be at most"),
+])
+def test_impossible_degrees_are_one_line_errors(options, message, tmp_path, capsys):
+    out = tmp_path / "acc"
+    assert main(["accounting", *options, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"benchkit accounting: error: {message}")
+    assert len(captured.err.splitlines()) == 1 and not out.exists()
 
 
 def test_command_writes_table_json_and_plot(tmp_path, capsys):

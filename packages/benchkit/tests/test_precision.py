@@ -2,6 +2,7 @@
 PyTorch documents, and the command writes its files."""
 
 import json
+import math
 import random
 from fractions import Fraction
 
@@ -45,6 +46,38 @@ def test_bf16_sum_of_small_addends_stalls():
     row = next(r for r in accumulation_rows(0.01, 1000) if r["accumulator"] == "bf16")
     # bf16 keeps 8 significant bits: at 4 the spacing is 2**-5, half of it exceeds 0.01.
     assert row["sum"] == 4.0 and row["exact"] == 10.0
+
+
+def test_an_overflowing_sum_is_reported_as_infinite():
+    rows = {(r["accumulator"], r["addend"]): r for r in accumulation_rows(40000.0, 2)}
+    # fp16's largest finite value is 65504 (torch.finfo(torch.float16).max): 40000 fits, 80000 does not.
+    fp16 = rows["fp16", "fp16"]
+    assert fp16["sum"] == fp16["abs_error"] == fp16["rel_error"] == math.inf
+    assert fp16["note"] == "overflow: the sum is beyond fp16's range (largest finite value 65504)"
+    assert rows["fp32", "fp16"]["sum"] == 80000.0 and rows["fp32", "fp16"]["note"] == ""  # fp32 holds it
+    assert rows["fp64", "fp64"]["abs_error"] == 0.0
+    # 70000 overflows as an fp16 addend already.
+    rows = {(r["accumulator"], r["addend"]): r for r in accumulation_rows(70000.0, 1)}
+    assert rows["fp32", "fp16"]["addend_value"] == rows["fp32", "fp16"]["sum"] == math.inf
+    assert rows["fp32", "fp16"]["note"].startswith("overflow: the addend is beyond fp16's range")
+    # Past float64's range even the exact sum is infinite as a float; every sum overflows.
+    rows = accumulation_rows(-1e308, 2)
+    assert all(r["exact"] == r["sum"] == -math.inf and r["abs_error"] == math.inf for r in rows)
+
+
+def test_accumulation_command_reports_overflow_and_wants_a_finite_value(tmp_path, capsys):
+    assert main(["precision", "--part", "accumulation", "--value", "40000", "--count", "2",
+                 "--out", str(tmp_path)]) == 0
+    assert "overflow: the sum is beyond fp16's range" in capsys.readouterr().out
+    rows = json.loads((tmp_path / "precision_accumulation.json").read_text())["rows"]
+    fp16 = next(r for r in rows if r["accumulator"] == "fp16")
+    assert fp16["sum"] is None and fp16["abs_error"] is None and fp16["note"].startswith("overflow")  # no inf in JSON
+    for text in ("nan", "inf", "1e400"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["precision", "--part", "accumulation", "--value", text, "--out", str(tmp_path)])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"benchkit precision: error: argument --value: must be a finite number, got {text}")
 
 
 def test_autocast_dtypes_on_cpu():

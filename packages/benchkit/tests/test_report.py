@@ -3,10 +3,16 @@
 import argparse
 import csv
 import json
+import multiprocessing
+import shlex
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
+import benchkit
 from benchkit import cli
 from benchkit.errors import BenchkitError
 from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
@@ -19,6 +25,31 @@ def test_environment_records_device_versions_and_command():
     env = environment()
     assert ENVIRONMENT_KEYS <= set(env)
     assert env["torch"] and env["numpy"] and env["device"] and env["date"].endswith("+00:00")
+
+
+def test_environment_records_python_dash_m_as_typed(monkeypatch):
+    # What the interpreter sets under `python -X utf8 -m benchkit model --size tiny`.
+    main_file = str(Path(benchkit.__file__).with_name("__main__.py"))
+    monkeypatch.setattr(sys, "argv", [main_file, "model", "--size", "tiny"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-X", "utf8", "-m", "benchkit", "model", "--size", "tiny"])
+    assert environment()["command"] == "python -X utf8 -m benchkit model --size tiny"
+    # A rank spawned by that run inherits sys.argv; its own command line is multiprocessing's.
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-c", "from multiprocessing.spawn import spawn_main"])
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    assert environment()["command"] == shlex.join([sys.executable, "-m", "benchkit", "model", "--size", "tiny"])
+
+
+def test_environment_records_the_console_script_as_run(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/benchkit", "model", "--out", "a b"])
+    monkeypatch.setattr(sys, "orig_argv", ["/venv/bin/python", "/venv/bin/benchkit", "model", "--out", "a b"])
+    assert environment()["command"] == "/venv/bin/benchkit model --out 'a b'"
+
+
+def test_python_dash_m_benchkit_writes_its_command_line(tmp_path):
+    out = tmp_path / "acc"
+    command = [sys.executable, "-m", "benchkit", "accounting", "--model", "tiny", "--fsdp", "1", "--out", str(out)]
+    subprocess.run(command, check=True, capture_output=True)
+    assert json.loads((out / "accounting.json").read_text())["environment"]["command"] == shlex.join(command)
 
 
 def test_write_results_json_and_csv(tmp_path):
@@ -63,6 +94,27 @@ def test_output_arguments_default_to_the_command_folder(tmp_path):
     assert str(args.out) == "benchkit-results/model" and args.csv is False
     args = parser.parse_args(["--out", str(tmp_path), "--csv"])
     assert args.out == tmp_path and args.csv is True
+
+
+@pytest.mark.parametrize("command", sorted(cli._command_modules()))
+def test_every_out_option_is_checked_before_the_command_runs(command, tmp_path, monkeypatch, capsys):
+    file = tmp_path / "results.json"
+    file.write_text("{}")
+    monkeypatch.setattr(cli.importlib.import_module(f"benchkit.commands.{command}"), "run",
+                        lambda args: pytest.fail("the command ran"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--out", str(file)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"benchkit {command}: error: argument --out: {file} exists and is not a folder")
+    # The default folder is checked too: here benchkit-results is a file.
+    (tmp_path / "benchkit-results").write_text("")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        cli.main([command])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"benchkit {command}: error: argument --out: benchkit-results/{command} cannot be created: "
+        f"benchkit-results is not a folder")
 
 
 def test_progress_yields_everything_and_reports_on_stderr(capsys):

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from benchkit.cli import main
+from benchkit.errors import BenchkitError
 from benchkit.flops import matmul_parameters, model_flops, peak_flops
 from benchkit.model import model_config
 from benchkit.timing import PhaseTimer
-from benchkit.workload import LEARNING_RATE, PHASES, Workload, adamw_options, measure
+from benchkit.workload import LEARNING_RATE, PHASES, Workload, adamw_options, measure, resolve_device
 
 
 def test_model_flops_by_hand():
@@ -88,6 +89,9 @@ def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "step_ms" in out and "train-step" in out and str(tmp_path / "model.json") in out
+    header, _, *lines = out.splitlines()[1:7]  # after the "device: ..." line: 4 rows
+    assert header.split()[:2] == ["size", "params_M"]
+    assert [line.split()[:2] for line in lines] == [["tiny", "1.411"]] * 4  # 1,411,392 parameters
     document = json.loads((tmp_path / "model.json").read_text())
     assert document["environment"]["torch"] == torch.__version__
     rows = document["rows"]
@@ -108,6 +112,33 @@ def test_gpu_request_on_a_cpu_machine_is_a_clear_error(tmp_path, capsys):
     assert main(["model", "--device", "cuda", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
         "benchkit model: error: --device cuda was requested but no CUDA GPU is visible on this machine")
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """A machine that reports 2 CUDA GPUs; returns the devices passed to torch.cuda.set_device."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    selected = []
+    monkeypatch.setattr(torch.cuda, "set_device", selected.append)
+    return selected
+
+
+def test_cuda_n_becomes_the_current_device(two_gpus):
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert two_gpus == [torch.device("cuda", 1)]
+    assert resolve_device("cuda") == torch.device("cuda") and resolve_device("auto") == torch.device("cuda")
+    assert two_gpus == [torch.device("cuda", 1)]  # no index: the current device stays
+
+
+def test_cuda_n_beyond_the_visible_gpus_is_a_clear_error(two_gpus, monkeypatch, tmp_path, capsys):
+    with pytest.raises(BenchkitError, match="--device cuda:2 was requested but only cuda:0 to cuda:1 are visible"):
+        resolve_device("cuda:2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["model", "--device", "cuda:7", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "benchkit model: error: --device cuda:7 was requested but only cuda:0 is visible on this machine")
+    assert two_gpus == []
 
 
 def test_bad_arguments_get_argparse_errors(capsys):

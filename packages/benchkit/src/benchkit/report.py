@@ -24,6 +24,7 @@ import datetime
 import importlib.metadata
 import json
 import math
+import multiprocessing
 import platform
 import shlex
 import socket
@@ -35,6 +36,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy
 import torch
+
+from benchkit.argtypes import output_folder
 
 __all__ = [
     "add_output_arguments",
@@ -73,6 +76,29 @@ def _git_revision() -> str | None:
     return done.stdout.strip() or None
 
 
+# What sys.argv[0] is under ``python -m benchkit``: the path of this package's __main__.py.
+_MAIN_FILE = Path(__file__).resolve().with_name("__main__.py")
+
+
+def _command_line() -> list[str]:
+    """The command that started this program, as typed where the process can tell.
+
+    ``sys.argv``, except under ``python -m benchkit``, where ``sys.argv[0]`` is the
+    path of ``benchkit/__main__.py``: then the interpreter's own command line
+    (``sys.orig_argv``: ``python -m benchkit ...`` with the interpreter's options).
+    A process spawned by such a run through :mod:`multiprocessing` inherits its
+    ``sys.argv`` but has multiprocessing's command line: it records
+    ``<sys.executable> -m benchkit ...``. The console script ``benchkit`` is
+    recorded as the path the shell ran it from (``sys.argv[0]``): the name typed is
+    not passed on to a script's interpreter.
+    """
+    if Path(sys.argv[0]).resolve() != _MAIN_FILE:
+        return sys.argv
+    if multiprocessing.parent_process() is None:
+        return sys.orig_argv
+    return [sys.executable, "-m", "benchkit", *sys.argv[1:]]
+
+
 def device_name() -> str:
     """This machine's device as tables and :func:`environment` name it: the CUDA GPU, else the CPU and its threads."""
     if torch.cuda.is_available():
@@ -91,7 +117,7 @@ def environment() -> dict[str, Any]:
         "numpy": numpy.__version__,
         "python": platform.python_version(),
         "git_revision": _git_revision(),
-        "command": shlex.join(sys.argv),
+        "command": shlex.join(_command_line()),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
     }
@@ -102,12 +128,14 @@ def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = 
 
     ``command`` defaults to the last word of ``parser.prog`` (``"benchkit model"``
     gives ``model``), which is the subcommand's name for parsers made by :mod:`benchkit.cli`.
+    ``--out``, given or not, is checked while parsing (:func:`benchkit.argtypes.output_folder`):
+    a path that cannot become a folder is an argparse error before the command starts.
     """
     name = command or parser.prog.split()[-1]
     parser.add_argument(
         "--out",
-        type=Path,
-        default=Path("benchkit-results") / name,
+        type=output_folder,
+        default=f"benchkit-results/{name}",  # a string, so that argparse checks it with the type too
         metavar="DIR",
         help=f"folder for the result files (default: benchkit-results/{name})",
     )

@@ -96,18 +96,32 @@ def adamw_options(params: Iterable[torch.Tensor], lr: float = LEARNING_RATE) -> 
 
 
 def resolve_device(name: str) -> torch.device:
-    """``"auto"`` is CUDA if a GPU is visible, else the CPU; ``"cuda"`` on a
-    machine without one raises :class:`~benchkit.errors.BenchkitError`."""
+    """The device of ``--device`` ``name``: ``"auto"`` is CUDA if a GPU is visible,
+    else the CPU. ``"cuda"`` on a machine without a GPU, or ``"cuda:N"`` with N not
+    below the number of visible GPUs, raises :class:`~benchkit.errors.BenchkitError`.
+
+    ``"cuda:N"`` also becomes the current CUDA device (:func:`torch.cuda.set_device`),
+    since some work goes to the current device whatever tensors it is given: the
+    CUDA events of :class:`~benchkit.timing.PhaseTimer` are recorded on its stream,
+    and :func:`benchkit.report.device_name` names it."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError as error:
         raise BenchkitError(f"--device must be auto, cpu, cuda or cuda:N, got {name!r}") from error
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BenchkitError(f"--device {name} was requested but no CUDA GPU is visible on this machine")
     if device.type not in ("cpu", "cuda"):
         raise BenchkitError(f"--device must be auto, cpu, cuda or cuda:N, got {name!r}")
+    if device.type == "cpu":
+        return device
+    if not torch.cuda.is_available():
+        raise BenchkitError(f"--device {name} was requested but no CUDA GPU is visible on this machine")
+    if device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            visible = "cuda:0 is" if count == 1 else f"cuda:0 to cuda:{count - 1} are"
+            raise BenchkitError(f"--device {name} was requested but only {visible} visible on this machine")
+        torch.cuda.set_device(device)
     return device
 
 

@@ -64,6 +64,10 @@ step takes ``max(t_compute, t_comm)``; pipeline bubbles are not modelled.
 Weight traffic (FSDP, dp) does not grow with the batch, activation traffic (tp,
 pp) does: ``t_comm = c0 + c1*G`` and ``t_compute = a*G``, so the step becomes
 compute-bound at ``G* = c0 / (a - c1)``, and never when ``a <= c1``.
+
+The command refuses degrees that cannot split the model and the batch this way
+(:func:`check_parallelism`): tp must divide the attention heads and f, pp be at
+most L, and dp*fsdp at most the global batch in sequences.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.argtypes import positive_float, positive_int
+from benchkit.errors import BenchkitError
 from benchkit.flops import model_flops
 from benchkit.model import SIZES, ModelConfig, model_config, parameter_count
 from benchkit.plot import line_plot
@@ -145,6 +150,8 @@ class ModelShape:
         parameters: P, the number of parameters.
         num_layers: L.
         d_model: d, the width of the activations exchanged between layers and devices.
+        d_ff: f, the feed-forward width.
+        num_heads: attention heads per layer, None for a model without attention.
         forward_flops_per_token: F, FLOPs of one token's forward pass.
         activations_replicated: a_replicated, elements per token and layer kept for backward
             that tensor parallelism does not split.
@@ -156,6 +163,8 @@ class ModelShape:
     parameters: int
     num_layers: int
     d_model: int
+    d_ff: int
+    num_heads: int | None
     forward_flops_per_token: float
     activations_replicated: int
     activations_split: int
@@ -169,6 +178,8 @@ def ffn_model(name: str, d_model: int, d_ff: int, num_layers: int) -> ModelShape
         parameters=2 * d_model * d_ff * num_layers,
         num_layers=num_layers,
         d_model=d_model,
+        d_ff=d_ff,
+        num_heads=None,
         forward_flops_per_token=4.0 * d_model * d_ff * num_layers,  # two matmuls, 2 FLOPs per multiply-add
         activations_replicated=d_model,
         activations_split=d_ff,
@@ -184,6 +195,8 @@ def transformer_model(config: ModelConfig, name: str) -> ModelShape:
         parameters=parameter_count(config),
         num_layers=config.num_layers,
         d_model=d,
+        d_ff=f,
+        num_heads=config.num_heads,
         forward_flops_per_token=model_flops(config, 1, config.context_length, backward=False) / config.context_length,
         activations_replicated=4 * d,
         activations_split=4 * d + 3 * f,
@@ -224,6 +237,30 @@ class Parallelism:
     @property
     def devices(self) -> int:
         return self.dp * self.fsdp * self.tp * self.pp
+
+
+def check_parallelism(model: ModelShape, par: Parallelism, batch_size: int) -> None:
+    """Raise :class:`~benchkit.errors.BenchkitError`, naming the option and its limit,
+    where ``par`` cannot split ``model`` and a global batch of ``batch_size`` sequences
+    as the formulas of the module docstring do:
+
+    - tensor parallelism (Megatron-LM) gives each of its ranks an equal share of
+      the attention heads and of the feed-forward width: tp must divide both;
+    - a pipeline stage holds L/pp layers: pp is at most L;
+    - each of the dp*fsdp data-parallel ranks sees G/(dp*fsdp) tokens: at least
+      one sequence each, so dp*fsdp is at most the batch.
+    """
+    for count, what in ((model.num_heads, f"{model.num_heads} attention heads"),
+                        (model.d_ff, f"feed-forward width d_ff = {model.d_ff}")):
+        if count is not None and count % par.tp:
+            raise BenchkitError(f"--tp {par.tp} must divide {model.name}'s {what}: "
+                                f"tensor parallelism gives each rank an equal share")
+    if par.pp > model.num_layers:
+        raise BenchkitError(f"--pp {par.pp} must be at most {model.name}'s {model.num_layers} layers: "
+                            f"every pipeline stage holds at least one")
+    if par.dp * par.fsdp > batch_size:
+        raise BenchkitError(f"--dp {par.dp} x --fsdp {par.fsdp} = {par.dp * par.fsdp} data-parallel ranks must be "
+                            f"at most --batch-size {batch_size}: every rank needs at least one sequence")
 
 
 def memory_per_device(model: ModelShape, par: Parallelism, tokens: float) -> dict[str, float]:
@@ -343,6 +380,7 @@ def _device(args: argparse.Namespace, key: str) -> Device:
 def run(args: argparse.Namespace) -> int:
     model = named_model(args.model, args.seq_len)
     par = Parallelism(dp=args.dp, fsdp=args.fsdp, tp=args.tp, pp=args.pp)
+    check_parallelism(model, par, args.batch_size)
     devices = [_device(args, key) for key in args.hardware]
     rows = [account(model, device, par, batch_size=args.batch_size, seq_len=args.seq_len) for device in devices]
     print(f"{model.name}: {model.parameters:,} parameters; {par.devices} devices "

@@ -100,10 +100,11 @@ def benchmark(
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The printed view of result rows: times in milliseconds, MFU in percent."""
+    """The printed view of result rows: parameters in millions, times in milliseconds, MFU in percent."""
     printed = []
     for row in rows:
-        line = {"size": row["size"], "ctx": row["context_length"], "mode": row["mode"], "prec": row["precision"]}
+        line = {"size": row["size"], "params_M": row["parameters"] / 1e6, "ctx": row["context_length"],
+                "mode": row["mode"], "prec": row["precision"]}
         if row["status"] != "ok":
             printed.append({**line, "status": row["status"]})
             continue

@@ -11,6 +11,9 @@ Three parts (``--part``, default all):
   in fp16 those rounding errors pile up, and in bf16 the sum stalls for good
   once half that spacing exceeds the addend. An fp32 accumulator of the same
   low-precision addends is off mostly by the rounding of the addend itself.
+  A sum beyond its accumulator's range (fp16's largest finite value is 65504), or
+  an addend beyond its own dtype's, is infinite: the row says so in its ``note``
+  and its errors are infinite (null in the JSON, which has no infinity).
 - ``autocast``: the dtype each layer of a small model (Linear, ReLU, LayerNorm,
   Linear) produces under :func:`torch.autocast` with fp16 and with bf16 on the
   device, and the dtypes of the parameters, the loss and the gradients. A dtype
@@ -27,6 +30,7 @@ draws ``precision_step_time.png``.
 from __future__ import annotations
 
 import argparse
+import math
 import warnings
 from fractions import Fraction
 from pathlib import Path
@@ -36,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchkit.argtypes import non_negative_int, positive_int
+from benchkit.argtypes import finite_float, non_negative_int, positive_int
 from benchkit.commands.model import benchmark
 from benchkit.model import SIZES
 from benchkit.plot import bar_plot
@@ -75,22 +79,49 @@ def accumulate(value: float, count: int, accumulator: str, addend: str) -> float
 
 def accumulation_rows(value: float, count: int) -> list[dict[str, Any]]:
     """One row per :data:`ACCUMULATIONS` pair: the sum, and its error against the exact
-    ``count * value`` with ``value`` read as the decimal it prints as (0.01 is 1/100)."""
+    ``count * value`` with ``value`` (finite) read as the decimal it prints as (0.01 is 1/100).
+
+    A sum that overflowed (see :func:`overflow_note`) is infinite, and so are its
+    errors; ``exact`` is infinite too where it is beyond float64's range."""
     exact = count * Fraction(repr(value))
+    exact_float = _float(exact)
     rows = []
     for accumulator, addend in ACCUMULATIONS:
         result = accumulate(value, count, accumulator, addend)
-        error = Fraction(result) - exact
+        addend_value = torch.tensor(value, dtype=DTYPES[addend]).item()
+        if math.isfinite(result):
+            error = abs(Fraction(result) - exact)
+            abs_error, note = float(error), ""
+            rel_error = float(error / abs(exact)) if exact else None
+        else:
+            abs_error = rel_error = math.inf
+            note = overflow_note(accumulator, addend, addend_value)
         rows.append({
             "accumulator": accumulator,
             "addend": addend,
-            "addend_value": torch.tensor(value, dtype=DTYPES[addend]).item(),
+            "addend_value": addend_value,
             "sum": result,
-            "exact": float(exact),
-            "abs_error": float(abs(error)),
-            "rel_error": float(abs(error) / abs(exact)) if exact else None,
+            "exact": exact_float,
+            "abs_error": abs_error,
+            "rel_error": rel_error,
+            "note": note,
         })
     return rows
+
+
+def overflow_note(accumulator: str, addend: str, addend_value: float) -> str:
+    """Why a sum is infinite: the addend (``addend_value``, the value rounded to ``addend``'s
+    dtype) is, or else the running sum went beyond ``accumulator``'s largest finite value."""
+    what, dtype = ("the addend", addend) if math.isinf(addend_value) else ("the sum", accumulator)
+    return f"overflow: {what} is beyond {dtype}'s range (largest finite value {torch.finfo(DTYPES[dtype]).max:.5g})"
+
+
+def _float(number: Fraction) -> float:
+    """``float(number)``, or plus or minus infinity beyond float64's range (where ``float`` raises)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
 
 
 class SmallModel(nn.Module):
@@ -187,7 +218,8 @@ def step_time_rows(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--part", choices=PARTS, nargs="+", default=list(PARTS), help="what to run (default: all)")
-    parser.add_argument("--value", type=float, default=0.01, help="accumulation: the addend (default: 0.01)")
+    parser.add_argument("--value", type=finite_float, default=0.01,
+                        help="accumulation: the addend, a finite number (default: 0.01)")
     parser.add_argument("--count", type=positive_int, default=1000, help="accumulation: additions (default: 1000)")
     parser.add_argument("--size", choices=list(SIZES), nargs="+",
                         help="step-time: model sizes (default: tiny on CPU, small medium large xl 2.7B on GPU)")
