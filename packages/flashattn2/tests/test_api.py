@@ -1,12 +1,17 @@
 """``flash_attention``: layouts, backends, errors, edge cases, determinism, torch.compile, the module."""
 
 import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
 import flashattn2
-from flashattn2 import FlashAttention2PyTorch, FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2 import FlashAttention2PyTorch, FlashAttention2Triton, FlashSelfAttention, _inputs, flash_attention
 from flashattn2.api import resolve_backend
 from flashattn2.testing import assert_attention_matches_reference, naive_attention_float64
 
@@ -55,8 +60,10 @@ def test_gradient_of_a_non_contiguous_output_gradient(backend):
         ((2, 2, 0, 16), (2, 1, 0, 16)),
         ((0, 2, 4, 16), (0, 2, 4, 16)),
         ((1, 3, 16), (1, 0, 16)),
+        ((1, 0, 4, 16), (1, 0, 4, 16)),
+        ((1, 0, 4, 16), (1, 2, 4, 16)),
     ],
-    ids=["no-queries", "no-queries-no-keys", "no-batch", "no-keys"],
+    ids=["no-queries", "no-queries-no-keys", "no-batch", "no-keys", "no-heads", "no-query-heads"],
 )
 def test_empty_sequences(backend, q_shape, kv_shape):
     q = torch.randn(q_shape, requires_grad=True)
@@ -86,6 +93,50 @@ def test_nan_and_inf_propagate(backend):
     assert out[0, 0, finite_rows].isfinite().all()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_in_a_query_row_reaches_every_gradient_that_depends_on_it(backend):
+    # Causal, Nq = Nk = 40: query 5 sees keys 0..5. What depends on it is NaN; other
+    # queries' O and dq and the dv of keys it does not see stay finite (their dk need
+    # not: masked pairs in a tile with a NaN query row give 0 * NaN, see the README).
+    q, k, v = (torch.randn(1, 1, 40, 16) for _ in range(3))
+    q[0, 0, 5, 3] = float("nan")
+    q, k, v = (x.requires_grad_(True) for x in (q, k, v))
+    out = flash_attention(q, k, v, causal=True, backend=backend)
+    out.backward(torch.randn_like(out))
+    row_5 = torch.arange(40) == 5
+    assert torch.equal(out.isnan()[0, 0], row_5[:, None].expand(40, 16))
+    assert torch.equal(q.grad.isnan()[0, 0], row_5[:, None].expand(40, 16))
+    assert k.grad[0, 0, :6].isnan().all() and v.grad[0, 0, :6].isnan().all()
+    assert v.grad[0, 0, 6:].isfinite().all()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize(
+    "function, outcomes",
+    [
+        pytest.param(FlashAttention2Triton, ("zero", "nan"), marks=pytest.mark.triton_kernels, id="triton"),
+        pytest.param(FlashAttention2PyTorch, ("zero",), id="pytorch"),
+    ],
+)
+@pytest.mark.parametrize("n", [10, 40])  # under the interpreter: one masked key tile; two unmasked ones and a ragged one
+def test_a_row_whose_scores_are_all_minus_inf(function, outcomes, n):
+    # -inf in q[row, 3] against keys whose component 3 is positive: every score of the row is -inf.
+    # README: O = 0 with L = -inf (as SDPA), or NaN from Triton key tiles without masks; other rows unaffected.
+    q, k, v = (torch.randn(1, 1, n, 16) for _ in range(3))
+    k[..., 3] = k[..., 3].abs()
+    q[0, 0, 7, 3] = float("-inf")
+    out = function.apply(q.requires_grad_(True), k, v, False)
+    lse = out.grad_fn.saved_tensors[4]
+    outcome = "zero" if torch.equal(out[0, 0, 7], torch.zeros(16)) and lse[0, 0, 7] == float("-inf") else "nan"
+    assert outcome in outcomes
+    if outcome == "nan":
+        assert out[0, 0, 7].isnan().all() and lse[0, 0, 7].isnan()
+    others = torch.arange(n) != 7
+    expected = naive_attention_float64(q, k, v)[0][..., others, :]
+    torch.testing.assert_close(out[..., others, :].double(), expected, rtol=0, atol=1e-5)
+
+
 @pytest.mark.triton_kernels
 def test_triton_gradients_are_bitwise_deterministic():
     q = torch.randn(1, 4, 37, 40, dtype=torch.bfloat16, requires_grad=True)
@@ -100,19 +151,57 @@ def test_triton_gradients_are_bitwise_deterministic():
         assert torch.equal(first, second)
 
 
-def test_backend_resolution(monkeypatch):
+@pytest.mark.parametrize("interpret_now", ["0", "1"], ids=["TRITON_INTERPRET=0-now", "TRITON_INTERPRET=1-now"])
+@pytest.mark.parametrize("built_for_interpreter", [False, True], ids=["built-for-gpu", "built-for-interpreter"])
+def test_backend_resolution(monkeypatch, built_for_interpreter, interpret_now):
+    # Triton builds the kernels for its interpreter or for a GPU when flashattn2 is imported;
+    # CPU tensors go to them only when they were built for the interpreter and it is still on.
+    monkeypatch.setattr(_inputs, "KERNELS_INTERPRETED", built_for_interpreter)
+    monkeypatch.setenv("TRITON_INTERPRET", interpret_now)
     cpu = torch.device("cpu")
+    triton_on_cpu = built_for_interpreter and interpret_now == "1"
+    assert resolve_backend("auto", cpu) == ("triton" if triton_on_cpu else "pytorch")
     assert resolve_backend("pytorch", cpu) == "pytorch"
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert resolve_backend("auto", cpu) == "triton"
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert resolve_backend("auto", cpu) == "pytorch"
-    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
-        resolve_backend("triton", cpu)
+    if triton_on_cpu:
+        assert resolve_backend("triton", cpu) == "triton"
+    else:
+        changed = built_for_interpreter != (interpret_now == "1")
+        with pytest.raises(ValueError, match="when flashattn2 was imported" if changed else "set TRITON_INTERPRET=1"):
+            resolve_backend("triton", cpu)
     with pytest.raises(ValueError, match="backend must be one of"):
         resolve_backend("cuda", cpu)
     with pytest.raises(ValueError, match="needs CUDA"):
         resolve_backend("triton", torch.device("meta"))
+
+
+def test_setting_triton_interpret_after_import_keeps_cpu_tensors_on_pytorch():
+    # The reported failure: kernels built for a GPU at import, TRITON_INTERPRET=1 set
+    # afterwards; backend="auto" sent CPU tensors to them ("RuntimeError: 0 active drivers").
+    script = textwrap.dedent(
+        """
+        import os
+        import torch
+        from flashattn2 import flash_attention
+        from flashattn2.testing import naive_attention_float64
+
+        os.environ["TRITON_INTERPRET"] = "1"
+        q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
+        out = flash_attention(q, k, v, causal=True)
+        expected = naive_attention_float64(q, k, v, causal=True)[0]
+        torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5)
+        try:
+            flash_attention(q, k, v, backend="triton")
+        except ValueError as error:
+            assert "when flashattn2 was imported" in str(error), error
+        else:
+            raise AssertionError("backend='triton' ran CPU tensors through kernels built for a GPU")
+        """
+    )
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    package_root = str(Path(flashattn2.__file__).parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
 
 
 def test_eager_calls_skip_the_custom_operator_dispatch():
@@ -173,9 +262,25 @@ ERRORS = {
     "mixed-dtypes": (lambda: (*_qkv()[:2], _qkv()[2].half()), TypeError, "same dtype"),
     "not-a-tensor": (lambda: (_qkv()[0], _qkv()[1].numpy(), _qkv()[2]), TypeError, "k must be a torch.Tensor"),
     "devices": (lambda: (*_qkv()[:2], torch.empty(2, 4, 8, 16, device="meta")), ValueError, "same device"),
+    "sparse": (
+        lambda: (_qkv()[0].to_sparse(), *_qkv()[1:]),
+        TypeError,
+        r"q must be a dense tensor \(layout torch.strided\); got layout torch.sparse_coo",
+    ),
+    "sparse-csr": (
+        lambda: (*_qkv()[:2], torch.randn(2, 4, 8, 16).to_sparse_csr()),
+        TypeError,
+        r"v must be a dense tensor \(layout torch.strided\); got layout torch.sparse_csr",
+    ),
+    "nested": (
+        lambda: (*_qkv()[:1], torch.nested.nested_tensor([torch.randn(8, 16)] * 2, layout=torch.jagged), _qkv()[2]),
+        TypeError,
+        "k must be a dense tensor .* not a nested tensor",
+    ),
 }
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
 @pytest.mark.parametrize("make_inputs, error, message", ERRORS.values(), ids=ERRORS.keys())
 def test_bad_inputs_raise_clear_errors(make_inputs, error, message):
     q, k, v = make_inputs()

@@ -23,6 +23,20 @@ MIN_CUDA_CAPABILITY = (8, 0)
 
 _SHAPES = "q (B, Nq, D) with k, v (B, Nk, D), or q (B, H, Nq, D) with k, v (B, Hkv, Nk, D)"
 
+# Whether the Triton kernels were built for Triton's CPU interpreter. ``@triton.jit``
+# decides it when a kernel is defined, that is when flashattn2 is imported (this
+# module is imported just before the kernel modules), from TRITON_INTERPRET as it
+# is then; setting or unsetting the variable later does not rebuild the kernels.
+KERNELS_INTERPRETED = interpreting()
+
+
+def triton_runs_on_cpu() -> bool:
+    """True when the Triton kernels can take CPU tensors: they were built for the interpreter
+    (``TRITON_INTERPRET=1`` when flashattn2 was imported) and ``TRITON_INTERPRET=1`` still
+    holds (the launchers read it again on every call, e.g. to choose how to multiply bf16
+    tiles, see :func:`~flashattn2._triton_common.dot_mode`)."""
+    return KERNELS_INTERPRETED and interpreting()
+
 
 def check_attention_inputs(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float | None = None
@@ -31,6 +45,17 @@ def check_attention_inputs(
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        # Sparse (COO, CSR, ...), MKL-DNN and nested tensors have no strides the kernels could index.
+        if x.is_nested:
+            raise TypeError(
+                f"{name} must be a dense tensor (layout torch.strided), not a nested tensor: pad the sequences "
+                "to one length (torch.nested.to_padded_tensor) or call flash_attention once per sequence"
+            )
+        if x.layout != torch.strided:
+            raise TypeError(
+                f"{name} must be a dense tensor (layout torch.strided); got layout {x.layout}: "
+                f"convert it with {name}.to_dense()"
+            )
     if q.dim() not in (3, 4):
         raise ValueError(f"q must have 3 or 4 dimensions ({_SHAPES}); got q.shape={tuple(q.shape)}")
     for name, x in (("k", k), ("v", v)):
@@ -81,7 +106,14 @@ def check_attention_inputs(
 def check_triton_device(device: torch.device) -> None:
     """Raise ``ValueError`` unless the Triton kernels can run on ``device``."""
     if device.type == "cpu":
-        if not interpreting():
+        if KERNELS_INTERPRETED != interpreting():
+            then, now = ("1", "not 1") if KERNELS_INTERPRETED else ("not 1", "1")
+            raise ValueError(
+                f"the Triton backend cannot run CPU tensors: TRITON_INTERPRET was {then} when flashattn2 was "
+                f"imported and is {now} now, but Triton fixed the kernels' mode at import: set TRITON_INTERPRET=1 "
+                "before importing flashattn2 and keep it set, or use backend='pytorch'"
+            )
+        if not triton_runs_on_cpu():
             raise ValueError(
                 "the Triton backend runs CPU tensors only through Triton's interpreter: set TRITON_INTERPRET=1 "
                 "before importing flashattn2, or use backend='pytorch'"

@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import torch
 
-from flashattn2._inputs import backward_any_layout, check_attention_inputs, check_triton_device, forward_any_layout
-from flashattn2._triton_common import interpreting
+from flashattn2._inputs import (
+    backward_any_layout,
+    check_attention_inputs,
+    check_triton_device,
+    forward_any_layout,
+    triton_runs_on_cpu,
+)
 from flashattn2.autograd import IMPLEMENTATIONS, ScaledAttention
 
 BACKENDS = ("auto", "triton", "pytorch")
@@ -29,15 +34,17 @@ BACKENDS = ("auto", "triton", "pytorch")
 
 @torch.compiler.assume_constant_result
 def _triton_on_cpu() -> bool:
-    return interpreting()
+    return triton_runs_on_cpu()
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
     """``"triton"`` or ``"pytorch"``: the implementation that serves ``backend`` on ``device``.
 
     ``"auto"`` picks Triton for CUDA tensors, and for CPU tensors when Triton's
-    interpreter is on (``TRITON_INTERPRET=1``); the tiled PyTorch implementation
-    otherwise. ``"triton"`` raises ``ValueError`` where the kernels cannot run.
+    interpreter is on: ``TRITON_INTERPRET=1`` when flashattn2 was imported (Triton
+    builds the kernels for the interpreter or for a GPU then) and still now; the
+    tiled PyTorch implementation otherwise. ``"triton"`` raises ``ValueError``
+    where the kernels cannot run.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
@@ -128,14 +135,16 @@ def flash_attention(
             that sees no key (``Nq > Nk``, its first ``Nq - Nk`` rows) gets 0.
         softmax_scale: multiplies ``q . k``; default ``1 / sqrt(D)``.
         backend: ``"auto"`` (Triton on CUDA; on CPU, Triton when
-            ``TRITON_INTERPRET=1`` else the tiled PyTorch implementation),
-            ``"triton"`` or ``"pytorch"``.
+            ``TRITON_INTERPRET=1`` was set before flashattn2 was imported and
+            still is, else the tiled PyTorch implementation), ``"triton"`` or
+            ``"pytorch"``.
 
     Returns:
         O with q's shape, dtype and device (contiguous). Differentiable in q, k, v.
 
     Raises:
-        TypeError: non-tensor inputs, unsupported or mixed dtypes, non-real scale.
+        TypeError: non-tensor, sparse or nested inputs, unsupported or mixed
+            dtypes, non-real scale.
         ValueError: ranks or shapes that do not match, D outside 1..256, k/v heads
             that do not divide q heads, different devices, an unknown backend, or
             a device the Triton kernels cannot serve.

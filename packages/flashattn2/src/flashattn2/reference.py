@@ -25,8 +25,12 @@ DEFAULT_TILE_COLS = 64
 
 
 def _expand_kv_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, N, D) -> (B, H, N, D): query head h reads k/v head h // (H // Hkv)."""
-    group = heads // x.shape[1]
+    """(B, Hkv, N, D) -> (B, H, N, D): query head h reads k/v head h // (H // Hkv).
+
+    ``Hkv == 0`` (validated inputs then have ``H == 0`` too) returns ``x``: there is no head to expand.
+    """
+    kv_heads = x.shape[1]
+    group = heads // kv_heads if kv_heads else 1
     return x if group == 1 else x.repeat_interleave(group, dim=1)
 
 
