@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["gather_objects"]
+__all__ = ["collective_device", "gather_objects"]
 
 
 def _to_tensor(data: bytes, length: int, device: torch.device) -> torch.Tensor:
@@ -31,6 +31,11 @@ def _to_bytes(tensor: torch.Tensor, length: int) -> bytes:
     return bytes(out)
 
 
+def collective_device(group: dist.ProcessGroup | None = None) -> torch.device:
+    """Where tensors of a collective over ``group`` must live: NCCL moves only the current CUDA device's."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
+
+
 def gather_objects(obj: Any, to: int, group: dist.ProcessGroup | None = None) -> list[Any] | None:
     """Gather ``obj`` of every rank of ``group`` onto group rank ``to`` (a collective).
 
@@ -38,7 +43,7 @@ def gather_objects(obj: Any, to: int, group: dist.ProcessGroup | None = None) ->
     inside ``obj`` should be on the CPU (they are unpickled onto the device they
     were saved from). On NCCL the bytes travel through the current CUDA device.
     """
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    device = collective_device(group)
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     data = buffer.getvalue()

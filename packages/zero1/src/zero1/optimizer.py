@@ -9,6 +9,7 @@ update on the parameters it owns and then sends the new values to the others.
 
 from __future__ import annotations
 
+import hashlib
 from itertools import chain
 from typing import Any, Callable, Iterable
 
@@ -19,7 +20,7 @@ from torch.optim import Optimizer
 
 from zero1.broadcast import BROADCAST_MODES, ParameterBroadcaster
 from zero1.checkpoint import SHARD_KEY, merge_sharded_state_dicts
-from zero1.gather import gather_objects
+from zero1.gather import collective_device, gather_objects
 from zero1.partition import partition_parameters
 
 __all__ = ["ShardedOptimizer"]
@@ -28,12 +29,22 @@ __all__ = ["ShardedOptimizer"]
 _PARAM_KEYS = ("params", "param_names")
 
 
+def _state_weight(param: torch.Tensor) -> int:
+    """What ``param`` weighs in the partition: its element count, or 0 if it is frozen.
+
+    A parameter with ``requires_grad=False`` (when its group is added) gets no
+    gradient, so the wrapped optimizer never allocates state for it; counting it
+    would leave its owner with less of the real state than the others.
+    """
+    return param.numel() if param.requires_grad else 0
+
+
 class ShardedOptimizer(Optimizer):
     r"""Wraps any per-parameter optimizer so that its state is sharded across ranks (ZeRO-1).
 
     Every parameter is owned by exactly one rank of ``process_group``
     (:func:`zero1.partition_parameters`: largest first onto the least-loaded rank,
-    by element count, identical on every rank). Each rank builds ``optimizer_cls``
+    by element count, frozen parameters counting 0, identical on every rank). Each rank builds ``optimizer_cls``
     over the parameters it owns only, so the state of the other parameters is never
     allocated: with AdamW (two tensors per parameter, like the parameter) a rank
     holds at most ``2 * (P / N + largest parameter)`` elements of state instead of ``2 * P``.
@@ -54,7 +65,7 @@ class ShardedOptimizer(Optimizer):
             per-group options, as for any ``torch.optim`` optimizer.
         optimizer_cls (type): a ``torch.optim.Optimizer`` subclass whose update of
             each parameter depends only on that parameter, its gradient and its
-            state (SGD, Adam, AdamW, RMSprop, Adagrad, ...; not LBFGS).
+            state (SGD, Adam, AdamW, RMSprop, Adagrad, ...; LBFGS is refused).
         process_group (ProcessGroup, optional): the data-parallel group
             (default: the default group, which must be initialized).
         broadcast_mode (str): ``"bucketed"`` (default): each owner's parameters of
@@ -120,6 +131,11 @@ class ShardedOptimizer(Optimizer):
             )
         if issubclass(optimizer_cls, ShardedOptimizer):
             raise TypeError("optimizer_cls must be the optimizer to shard, not ShardedOptimizer itself")
+        if issubclass(optimizer_cls, torch.optim.LBFGS):
+            raise TypeError(
+                "optimizer_cls=LBFGS cannot be sharded: its update of each parameter depends on all of them "
+                "(one flat vector of the whole model, and a line search over it)"
+            )
         if broadcast_mode not in BROADCAST_MODES:
             raise ValueError(f"broadcast_mode must be one of {BROADCAST_MODES}, got {broadcast_mode!r}")
         if bucket_size_mb is not None and not (
@@ -134,6 +150,11 @@ class ShardedOptimizer(Optimizer):
 
         self._process_group = process_group
         self._rank = dist.get_rank(process_group)
+        if self._rank < 0:  # what get_rank returns outside the group
+            raise ValueError(
+                f"this process (global rank {dist.get_rank()}) is not a member of process_group: "
+                "create the ShardedOptimizer on the group's ranks only"
+            )
         self._world_size = dist.get_world_size(process_group)
         self._broadcast_mode = broadcast_mode
         self._bucket_bytes = None if bucket_size_mb is None else int(bucket_size_mb * 2**20)
@@ -146,6 +167,9 @@ class ShardedOptimizer(Optimizer):
 
         self._local = optimizer_cls(self._pending_local_groups, **defaults)
         del self._pending_local_groups
+        # The wrapped class's defaults (betas, momentum, ...), not only those passed here:
+        # learning-rate schedulers such as OneCycleLR look for them.
+        self.defaults = dict(self._local.defaults)
         for index in range(len(self.param_groups)):
             self._adopt_options(index)
         self.state = self._local.state
@@ -176,14 +200,25 @@ class ShardedOptimizer(Optimizer):
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a parameter group; its parameters are placed on the least-loaded ranks.
 
-        Works at any time; every rank must add the same groups in the same order.
+        Works at any time; every rank must add the same groups in the same order
+        (a collective: it checks that they do).
+
+        Raises:
+            ValueError: on every rank, if the group's parameters (number, shapes,
+                dtypes, ``requires_grad``) or the groups before it differ between
+                ranks; the group is then not added.
         """
         loads = [0] * self._world_size  # elements each rank owns before this group
         for param, owner in zip(self._all_params(), self._owners, strict=True):
-            loads[owner] += param.numel()
+            loads[owner] += _state_weight(param)
         super().add_param_group(param_group)  # validates, fills in defaults, appends to param_groups
         group = self.param_groups[-1]
-        new_owners = partition_parameters([p.numel() for p in group["params"]], self._world_size, loads)
+        try:
+            self._check_same_group_on_every_rank(group["params"])
+        except ValueError:
+            self.param_groups.pop()
+            raise
+        new_owners = partition_parameters([_state_weight(p) for p in group["params"]], self._world_size, loads)
         self._owners.extend(new_owners)
         local_group = {k: v for k, v in group.items() if k not in _PARAM_KEYS}
         local_group["params"] = [p for p, o in zip(group["params"], new_owners) if o == self._rank]
@@ -312,12 +347,38 @@ class ShardedOptimizer(Optimizer):
                 if saved_id in state_dict["state"]:
                     local_state[local_index[position[saved_id]]] = state_dict["state"][saved_id]
         self._local.load_state_dict({"state": local_state, "param_groups": local_groups})
+        self.state = self._local.state  # torch's load_state_dict replaced the dict
         self._consolidated = None
 
     # ------------------------------------------------------------------ helpers
 
     def _all_params(self) -> Iterable[torch.Tensor]:
         return chain.from_iterable(g["params"] for g in self.param_groups)
+
+    def _check_same_group_on_every_rank(self, params: list[torch.Tensor]) -> None:
+        """Compare a hash of the new group (and of the parameter count before it) across ranks.
+
+        The partition and the broadcasts pair parameters by position: ranks that
+        disagree would silently overwrite parameters with others' bytes.
+        """
+        if self._world_size == 1:
+            return
+        layout = f"after {len(self._owners)} parameters: " + ", ".join(
+            f"{tuple(p.shape)} {p.dtype}{'' if p.requires_grad else ' frozen'}" for p in params
+        )
+        digest = int.from_bytes(hashlib.sha256(layout.encode()).digest()[:8], "little", signed=True)
+        mine = torch.tensor([digest], dtype=torch.int64, device=collective_device(self._process_group))
+        everyone = [torch.empty_like(mine) for _ in range(self._world_size)]
+        dist.all_gather(everyone, mine, group=self._process_group)
+        digests = [int(t.item()) for t in everyone]
+        if len(set(digests)) > 1:
+            agreeing = sorted([r for r in range(self._world_size) if digests[r] == d] for d in set(digests))
+            raise ValueError(
+                f"parameter group {len(self.param_groups) - 1} differs across ranks (its parameters' number, "
+                f"shapes, dtypes or requires_grad, or the number of parameters before it); ranks that agree: "
+                f"{agreeing}. Every rank must pass the same parameters in the same order. This rank "
+                f"({self._rank}) has, {layout}"
+            )
 
     def _adopt_options(self, index: int) -> None:
         """Give global group ``index`` the options the wrapped optimizer filled in, and check them."""
