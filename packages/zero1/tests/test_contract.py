@@ -100,10 +100,7 @@ def _frozen_and_reloaded(rank, world_size):
     optimizer.step()
     state_elements = sum(t.numel() for s in optimizer.state.values() for t in s.values() if t.dim() > 0)
 
-    optimizer.consolidate_state_dict(to=0)
-    checkpoint = [optimizer.state_dict() if rank == 0 else None]
-    dist.broadcast_object_list(checkpoint, group_src=0)
-    optimizer.load_state_dict(checkpoint[0])
+    optimizer.load_state_dict(copy.deepcopy(optimizer.sharded_state_dict()))  # a resume from this rank's shard
     optimizer.step()
     live = optimizer.state is optimizer.local_optimizer.state
     return optimizer.owners[1:], state_elements, live, len(optimizer.state)
