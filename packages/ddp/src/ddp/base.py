@@ -161,8 +161,12 @@ class DataParallel(nn.Module, abc.ABC):
         # module -> param a cycle that is never freed (the whole model and its gradients
         # leak once the wrapper is dropped). So they hold it weakly.
         wrapper = weakref.ref(self)
+        # The pre-accumulation hook costs a Python call per parameter per backward: only
+        # wrappers that override _before_accumulate get it.
+        guards_accumulation = type(self)._before_accumulate is not DataParallel._before_accumulate
         for index, param in enumerate(self._params):
-            param.register_hook(functools.partial(_accumulate_hook, wrapper, index))
+            if guards_accumulation:
+                param.register_hook(functools.partial(_accumulate_hook, wrapper, index))
             param.register_post_accumulate_grad_hook(functools.partial(_grad_hook, wrapper, index))
         module._ddp_wrapped = True
 
@@ -240,8 +244,9 @@ class DataParallel(nn.Module, abc.ABC):
     def _before_accumulate(self, index: int) -> None:
         """Called before backward adds into ``self._params[index].grad``; raise to stop it.
 
-        Wrappers whose all-reduces start during backward refuse a gradient that
-        is already being communicated.
+        Wrappers whose all-reduces start during backward override it to refuse a
+        gradient that is already being communicated; the hook that calls it is
+        registered only for those.
         """
 
     def _on_grad_ready(self, index: int) -> None:
