@@ -21,6 +21,7 @@ import argparse
 import csv as csv_module
 import dataclasses
 import datetime
+import functools
 import importlib.metadata
 import json
 import math
@@ -59,6 +60,7 @@ def _package_version(distribution: str) -> str | None:
         return None
 
 
+@functools.cache  # one subprocess per process: partial results are written after every cell
 def _git_revision() -> str | None:
     """``git describe`` of the checkout this file lives in (``-dirty`` if modified), if any."""
     try:

@@ -254,17 +254,19 @@ def _parallel_rank(rank: int, world_size: int, plan: ParallelPlan) -> dict[str, 
     Trains from one initialization: the reference (one process, the whole global
     batch), ``"split"`` (one process, the global batch as ``world_size``
     micro-batches whose gradients accumulate: the same arithmetic as the ranks',
-    rounded in another order), and this rank's slice under ``BucketedDDP`` for each
-    of :data:`PARALLEL_SETUPS`. Returns :func:`compare_parameters` of each against
-    the reference, keyed ``"split"`` and by setup. The single-process runs are
-    repeated on every rank: no parameters cross processes, only these numbers.
+    rounded in another order; rank 0 only), and this rank's slice under
+    ``BucketedDDP`` for each of :data:`PARALLEL_SETUPS`. Returns
+    :func:`compare_parameters` of each against the reference, keyed by setup and
+    on rank 0 ``"split"``. Every rank trains the reference itself: no parameters
+    cross processes, only these numbers.
     """
     from ddp import BucketedDDP
 
     device = rank_device(plan.device_type)
     config = model_config(plan.size, plan.context_length)
-    inputs, targets = random_batch(config, world_size * plan.batch_per_rank, generator=torch.Generator().manual_seed(1))
-    inputs, targets = inputs.to(device), targets.to(device)
+    inputs, targets = random_batch(config, world_size * plan.batch_per_rank, device=device,
+                                   generator=torch.Generator().manual_seed(1))
+    batches = list(zip(inputs.chunk(world_size), targets.chunk(world_size)))  # rank r's slice is batches[r]
     torch.manual_seed(0)
     initial = TransformerLM(config).to(device=device, dtype=plan.dtype)  # copied, never trained
 
@@ -281,12 +283,12 @@ def _parallel_rank(rank: int, world_size: int, plan: ParallelPlan) -> dict[str, 
         return model.module if parallel else model
 
     reference = trained([(inputs, targets)])
-    results = {"split": compare_parameters(
-        trained(list(zip(inputs.chunk(world_size), targets.chunk(world_size)))).parameters(),
-        reference.parameters(), initial.parameters())}
-    mine = slice(rank * plan.batch_per_rank, (rank + 1) * plan.batch_per_rank)
+    results = {}
+    if rank == 0:  # the same on every rank: measured once
+        results["split"] = compare_parameters(trained(batches).parameters(), reference.parameters(),
+                                              initial.parameters())
     for setup, sharded in PARALLEL_SETUPS.items():
-        model = trained([(inputs[mine], targets[mine])], sharded=sharded, parallel=True)
+        model = trained([batches[rank]], sharded=sharded, parallel=True)
         results[setup] = compare_parameters(model.parameters(), reference.parameters(), initial.parameters())
     return results
 
@@ -300,14 +302,14 @@ def parallel_checks(plan: ParallelPlan) -> list[dict[str, Any]]:
 
     per_rank = spawn(_parallel_rank, plan.world_size, args=(plan,), backend=backend_for(plan.device_type),
                      timeout_s=plan.timeout_s)
-    split = max(results["split"]["rel_update_diff"] for results in per_rank)
+    split = per_rank[0]["split"]["rel_update_diff"]
+    checked, tolerance = parallel_tolerance(plan, split)
     rows = []
     for setup in PARALLEL_SETUPS:
         row = {"setup": setup, "device": plan.device_type, "world_size": plan.world_size, "size": plan.size,
                "dtype": plan.dtype, "steps": plan.steps}
         for key in ("max_abs_param_diff", "rel_update_diff"):
             row[key] = max(results[setup][key] for results in per_rank)
-        checked, tolerance = parallel_tolerance(plan, split)
         row.update(split_rel_update_diff=split, checked=checked, tolerance=tolerance, ok=row[checked] <= tolerance)
         rows.append(row)
     return rows
