@@ -31,10 +31,10 @@ from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_common import configs_for
 from flashattn2._triton_forward import triton_forward
 
-KERNELS = {  # name -> (autotuned kernel, its GPU tile list, the launcher that remembers its choices)
-    "forward": (_triton_forward._forward_kernel, _triton_forward._GPU_TILES, _triton_forward.launch_forward),
-    "dkdv": (_triton_backward._dkdv_kernel, _triton_backward._DKDV_GPU_TILES, _triton_backward.launch_dkdv),
-    "dq": (_triton_backward._dq_kernel, _triton_backward._DQ_GPU_TILES, _triton_backward.launch_dq),
+KERNELS = {  # name -> (the launcher that remembers the autotuned kernel's choices, its GPU tile list)
+    "forward": (_triton_forward.launch_forward, _triton_forward._GPU_TILES),
+    "dkdv": (_triton_backward.launch_dkdv, _triton_backward._DKDV_GPU_TILES),
+    "dq": (_triton_backward.launch_dq, _triton_backward._DQ_GPU_TILES),
 }
 
 
@@ -45,9 +45,9 @@ def parse_tile(text: str) -> tuple[int, int, int, int]:
 
 def pin(name: str, tile) -> None:
     """Make kernel ``name`` run only ``tile`` from now on (and forget earlier tunings)."""
-    kernel, _, launcher = KERNELS[name]
-    kernel.configs = configs_for([tile])
-    kernel.cache.clear()
+    launcher, _ = KERNELS[name]
+    launcher.kernel.configs = configs_for([tile])
+    launcher.kernel.cache.clear()
     launcher.forget()
 
 
@@ -73,19 +73,18 @@ def main(argv=None) -> int:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     q, k, v, grad_out = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(4))
     scale = d**-0.5
-    defaults = {name: tiles[0] for name, (_, tiles, _) in KERNELS.items()}
+    defaults = {name: tiles[0] for name, (_, tiles) in KERNELS.items()}
     for name in KERNELS:
         pin(name, defaults[name])
     out, lse = triton_forward(q, k, v, args.causal, scale)
 
-    runs = {
-        "forward": lambda: triton_forward(q, k, v, args.causal, scale),
-        "dkdv": lambda: triton_backward(grad_out, q, k, v, out, lse, args.causal, scale),
-        "dq": lambda: triton_backward(grad_out, q, k, v, out, lse, args.causal, scale),
-    }
+    def backward():
+        return triton_backward(grad_out, q, k, v, out, lse, args.causal, scale)
+
+    runs = {"forward": lambda: triton_forward(q, k, v, args.causal, scale), "dkdv": backward, "dq": backward}
     rows = []
     print(f"shape B={b} H={h} N={n} D={d} causal={args.causal} {args.dtype}; ms = do_bench median", flush=True)
-    for name, (_, tiles, _) in KERNELS.items():
+    for name, (_, tiles) in KERNELS.items():
         best = None
         for tile in list(tiles) + getattr(args, f"extra_{name}"):
             pin(name, tile)

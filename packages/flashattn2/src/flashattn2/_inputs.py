@@ -12,7 +12,7 @@ import numbers
 
 import torch
 
-from flashattn2._triton_common import interpreting
+from flashattn2._triton_common import KERNELS_INTERPRETED, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The largest head dimension the kernels tile: Q, K and V tiles of 256 columns
@@ -23,18 +23,11 @@ MIN_CUDA_CAPABILITY = (8, 0)
 
 _SHAPES = "q (B, Nq, D) with k, v (B, Nk, D), or q (B, H, Nq, D) with k, v (B, Hkv, Nk, D)"
 
-# Whether the Triton kernels were built for Triton's CPU interpreter. ``@triton.jit``
-# decides it when a kernel is defined, that is when flashattn2 is imported (this
-# module is imported just before the kernel modules), from TRITON_INTERPRET as it
-# is then; setting or unsetting the variable later does not rebuild the kernels.
-KERNELS_INTERPRETED = interpreting()
-
-
 def triton_runs_on_cpu() -> bool:
     """True when the Triton kernels can take CPU tensors: they were built for the interpreter
-    (``TRITON_INTERPRET=1`` when flashattn2 was imported) and ``TRITON_INTERPRET=1`` still
-    holds (the launchers read it again on every call, e.g. to choose how to multiply bf16
-    tiles, see :func:`~flashattn2._triton_common.dot_mode`)."""
+    (``TRITON_INTERPRET=1`` when flashattn2 was imported, see
+    :data:`~flashattn2._triton_common.KERNELS_INTERPRETED`) and ``TRITON_INTERPRET=1``
+    still holds (whoever unset it asked for no interpreter)."""
     return KERNELS_INTERPRETED and interpreting()
 
 
@@ -113,7 +106,7 @@ def check_triton_device(device: torch.device) -> None:
                 f"imported and is {now} now, but Triton fixed the kernels' mode at import: set TRITON_INTERPRET=1 "
                 "before importing flashattn2 and keep it set, or use backend='pytorch'"
             )
-        if not triton_runs_on_cpu():
+        if not KERNELS_INTERPRETED:  # and, past the check above, not now either
             raise ValueError(
                 "the Triton backend runs CPU tensors only through Triton's interpreter: set TRITON_INTERPRET=1 "
                 "before importing flashattn2, or use backend='pytorch'"

@@ -29,15 +29,14 @@ import triton
 import triton.language as tl
 
 from flashattn2._triton_common import (
+    KERNELS_INTERPRETED,
     LOG2_E,
     LOG2_E_IN_KERNEL,
     TunedLaunch,
-    autotuning,
     bf16_ready,
     configs_for,
     dot_mode,
     head_dim_block,
-    interpreting,
     key_ranges,
     load_tile,
     prune_to_fit,
@@ -77,7 +76,7 @@ _DQ_GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
     (32, 16, 4, 1),  # the smallest: wide fp32 heads (D = 256)
 ]
 # Rows per program of the Delta kernel: a memory-bound row sum, any moderate size works.
-_DELTA_BLOCK_ROWS = 16 if interpreting() else 128
+_DELTA_BLOCK_ROWS = 16 if KERNELS_INTERPRETED else 128
 
 
 def _prune_dkdv_configs(configs, named_args, **kwargs):
@@ -377,7 +376,7 @@ def triton_backward(
         CAUSAL=causal,
         DOT_MODE=dot_mode(q.dtype),
     )
-    tuning_key = (head_dim, causal, shared["SEQ_BUCKET"], q.dtype, autotuning())
+    tuning_key = (head_dim, causal, shared["SEQ_BUCKET"], q.dtype)
     launch_dkdv(
         tuning_key, lambda meta: (triton.cdiv(n_k, meta["BLOCK_N"]), batch * kv_heads),
         q, k, v, grad_out, lse, delta, dk, dv,

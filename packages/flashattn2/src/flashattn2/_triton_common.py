@@ -1,7 +1,8 @@
 """Pieces shared by the Triton forward and backward kernels.
 
-- :func:`interpreting`: whether Triton runs kernels through its CPU interpreter
-  (``TRITON_INTERPRET=1``), which is how CI exercises the real kernels;
+- :data:`KERNELS_INTERPRETED`: whether the kernels were built for Triton's CPU
+  interpreter (``TRITON_INTERPRET=1`` at import), which is how CI exercises the
+  real kernels; :func:`interpreting`: the variable as it is now;
 - :func:`dot_mode`: how a kernel must multiply tiles of a given dtype;
 - :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use; :func:`bf16_ready`:
   what the kernels apply before converting fp32 tiles to their output dtype;
@@ -39,8 +40,16 @@ MIN_DOT_DIM = 16
 
 
 def interpreting() -> bool:
-    """True when Triton kernels run through the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    """True when ``TRITON_INTERPRET=1`` now (Triton's CPU interpreter, how CI exercises the real kernels)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+# Whether the kernels were built for the interpreter. ``@triton.jit`` decides it when a
+# kernel is defined, that is when flashattn2 is imported (this module is imported
+# before the kernel modules), from TRITON_INTERPRET as it is then; changing the
+# variable later does not rebuild the kernels, so everything that must match them
+# (tile sizes, how bf16 tiles are multiplied) reads this, not the variable.
+KERNELS_INTERPRETED = interpreting()
 
 
 def dot_mode(dtype: torch.dtype) -> int:
@@ -58,7 +67,7 @@ def dot_mode(dtype: torch.dtype) -> int:
     """
     if dtype == torch.float32:
         return DOT_IEEE_FP32
-    if dtype == torch.bfloat16 and interpreting():
+    if dtype == torch.bfloat16 and KERNELS_INTERPRETED:
         return DOT_UPCAST_FP32
     return DOT_NATIVE
 
@@ -133,7 +142,7 @@ def configs_for(gpu_tiles: list[tuple[int, int, int, int]]) -> list[triton.Confi
     ``len(configs) > 1``), which the interpreter needs: benchmarking there would
     run every configuration several times at interpreter speed.
     """
-    tiles = [_INTERPRETER_TILE] if interpreting() else gpu_tiles
+    tiles = [_INTERPRETER_TILE] if KERNELS_INTERPRETED else gpu_tiles
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
         for bm, bn, warps, stages in tiles
@@ -176,21 +185,22 @@ class TunedLaunch:
     autotuner itself would.
 
     ``key`` must determine the autotuner's choice: the values of its ``key``
-    arguments, the tensors' dtypes, whatever the pruning looks at, and
-    :func:`autotuning`.
+    arguments, the tensors' dtypes and whatever the pruning looks at (the
+    autotuner's own cache is keyed on the first two only, so neither is
+    :func:`autotuning`, read when a key is first tuned).
     """
 
     def __init__(self, kernel) -> None:
         self.kernel = kernel
-        self._chosen: dict[tuple, triton.Config] = {}
+        self._chosen: dict[tuple, dict] = {}  # key -> the chosen Config's all_kwargs()
 
     def __call__(self, key: tuple, grid, *args, **kwargs) -> None:
-        config = self._chosen.get(key)
-        if config is None:
+        config_kwargs = self._chosen.get(key)
+        if config_kwargs is None:
             self.kernel[grid](*args, **kwargs)
-            self._chosen[key] = self.kernel.best_config
+            self._chosen[key] = self.kernel.best_config.all_kwargs()
         else:
-            self.kernel.fn[grid](*args, **kwargs, **config.all_kwargs())
+            self.kernel.fn[grid](*args, **kwargs, **config_kwargs)
 
     def forget(self) -> None:
         """Drop the remembered choices (after the kernel's configurations were changed)."""
@@ -215,12 +225,9 @@ def within_int32_offsets(x: torch.Tensor, name: str) -> torch.Tensor:
     Raises:
         ValueError: even the contiguous layout is too large (``N * D > 2**31``).
     """
-    def last_offset(t: torch.Tensor) -> int:
-        return sum((size - 1) * stride for size, stride in zip(t.shape[2:], t.stride()[2:]))
-
-    if last_offset(x) <= MAX_INT32:
-        return x
     n, d = x.shape[2], x.shape[3]
+    if (n - 1) * x.stride(2) + (d - 1) * x.stride(3) <= MAX_INT32:  # the last element's offset
+        return x
     if n * d - 1 > MAX_INT32:
         raise ValueError(
             f"flash_attention: {name} has {n} x {d} elements per (batch, head), more than the Triton kernels' "

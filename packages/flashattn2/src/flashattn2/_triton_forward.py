@@ -27,7 +27,6 @@ import triton.language as tl
 from flashattn2._triton_common import (
     LOG2_E,
     TunedLaunch,
-    autotuning,
     bf16_ready,
     configs_for,
     dot_mode,
@@ -197,7 +196,7 @@ def triton_forward(
 
     seq_bucket = seq_len_bucket(max(n_q, n_k))
     launch_forward(
-        (head_dim, causal, seq_bucket, q.dtype, autotuning()), grid,
+        (head_dim, causal, seq_bucket, q.dtype), grid,
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse.stride(),
         softmax_scale * LOG2_E,

@@ -109,19 +109,24 @@ def _scaled_scores(q: torch.Tensor, k: torch.Tensor, softmax_scale: float | None
     return q @ _per_query_head(k, q).transpose(-1, -2) * _scale(q, softmax_scale)
 
 
-def _softmax(
-    q: torch.Tensor, k: torch.Tensor, causal: bool, softmax_scale: float | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(P, L)``: the attention probabilities ``(..., Nq, Nk)`` and each row's logsumexp ``q.shape[:-1]``
-    (shapes and mask as in :func:`naive_attention`); a row that sees no key has P = 0 and L = -inf."""
-    scores = _scaled_scores(q, k, softmax_scale)
-    n_q, n_k = q.shape[-2], k.shape[-2]
+def _largest_abs(scores: torch.Tensor) -> float:
+    """The largest finite ``|s|`` of ``scores`` (0 if there is none)."""
+    finite = scores.abs()
+    finite = finite[finite.isfinite()]
+    return finite.max().item() if finite.numel() else 0.0
+
+
+def _softmax(scores: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(P, L)`` from :func:`_scaled_scores` ``(..., Nq, Nk)``: the attention probabilities and each
+    row's logsumexp ``(..., Nq)`` (mask as in :func:`naive_attention`); a row that sees no key has
+    P = 0 and L = -inf."""
+    n_q, n_k = scores.shape[-2:]
     if causal:
-        i = torch.arange(n_q, device=q.device)[:, None]
-        j = torch.arange(n_k, device=q.device)[None, :]
+        i = torch.arange(n_q, device=scores.device)[:, None]
+        j = torch.arange(n_k, device=scores.device)[None, :]
         visible = j <= i + (n_k - n_q)
     else:
-        visible = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)
+        visible = torch.ones(n_q, n_k, dtype=torch.bool, device=scores.device)
     scores = scores.masked_fill(~visible, float("-inf"))
     row_sees_a_key = visible.any(dim=-1)
     # Rows that see nothing: softmax of a row of -inf is nan; those rows are defined as O = 0, L = -inf.
@@ -153,7 +158,7 @@ def naive_attention(
         logsumexp of each row's scaled scores. A query that sees no key gets O = 0
         and L = -inf. Differentiable in q, k and v.
     """
-    probs, lse = _softmax(q, k, causal, softmax_scale)
+    probs, lse = _softmax(_scaled_scores(q, k, softmax_scale), causal)
     return probs @ _per_query_head(v, q), lse
 
 
@@ -223,12 +228,14 @@ def error_floors(
     the RMS, as in :func:`attention_error`.
     """
     unit_roundoff = torch.finfo(q.dtype).eps / 2
-    float32_error = torch.finfo(torch.float32).eps * (1.0 + max_abs_logit(q, k, softmax_scale))
     scale_sq = _scale(q, softmax_scale) ** 2
     q, k, v = (x.detach().to(torch.float64) for x in (q, k, v))
     grad_out_sq = grad_out.detach().to(q.device, torch.float64).square()
     v_full = _per_query_head(v, q)
-    probs, lse = _softmax(q, k, causal, softmax_scale)
+    scores = _scaled_scores(q, k, softmax_scale)
+    float32_error = torch.finfo(torch.float32).eps * (1.0 + _largest_abs(scores))  # 1 + max|s|
+    probs, lse = _softmax(scores, causal)
+    del scores
     out = probs @ v_full
     # Squared terms, summed by matrix products, then square roots: |x|_2 for every entry.
     # In place where possible: these are Nq x Nk matrices per head.
@@ -279,9 +286,7 @@ def max_abs_logit(q: torch.Tensor, k: torch.Tensor, softmax_scale: float | None 
     """The largest finite ``|scale * q . k|`` over all query/key pairs, computed in float64 (shapes as in
     :func:`naive_attention`)."""
     q, k = (x.detach().to(torch.float64) for x in (q, k))
-    logits = _scaled_scores(q, k, softmax_scale).abs()
-    logits = logits[logits.isfinite()]
-    return logits.max().item() if logits.numel() else 0.0
+    return _largest_abs(_scaled_scores(q, k, softmax_scale))
 
 
 def assert_close_to_reference(
