@@ -137,11 +137,12 @@ def forward_any_layout(forward, q, k, v, causal: bool, softmax_scale: float):
     return out.view(q.shape), lse.view(q.shape[:-1])
 
 
-def backward_any_layout(backward, grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float):
-    """Run ``backward`` (a :func:`~flashattn2.reference.tiled_backward`-like function of the
-    (B, H, N, D) layout) on tensors of either layout: -> (dq, dk, dv) with the shapes of q, k, v."""
+def backward_any_layout(backward, grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float, *options):
+    """Run ``backward`` (a :func:`~flashattn2._triton_backward.triton_backward`-like function of
+    the (B, H, N, D) layout, called with ``*options`` after its scale) on tensors of either
+    layout: -> (dq, dk, dv) with the shapes of q, k, v."""
     has_heads = q.dim() == 4
     dq, dk, dv = backward(
-        *(_with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale
+        *(_with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale, *options
     )
     return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)

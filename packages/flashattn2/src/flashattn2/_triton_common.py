@@ -7,10 +7,7 @@
 - :func:`tile_dot`: the ``tl.dot`` wrapper the kernels use; :func:`bf16_ready`:
   what the kernels apply before converting fp32 tiles to their output dtype;
 - :func:`head_dim_block`: the padded head dimension the kernels tile with;
-- :func:`configs_for`: one small tile configuration under the interpreter, the
-  GPU autotuning list otherwise; :func:`prune_to_fit` drops tiles too large for
-  shared memory; :class:`TunedLaunch` launches an autotuned kernel without the
-  autotuner's per-call cost once a key is tuned;
+  :func:`seq_len_bucket`: the sequence-length part of an autotuning key;
 - :func:`within_int32_offsets`: the launchers' guard for the kernels' 32-bit
   offsets within one (batch, head);
 - :func:`load_tile`, :func:`key_ranges`, :func:`visible_keys`: tile loads with
@@ -34,6 +31,7 @@ LOG2_E_IN_KERNEL = tl.constexpr(LOG2_E)  # the same, usable inside @triton.jit f
 DOT_NATIVE = 0  # fp16/bf16 operands, fp32 accumulation: the tensor-core path
 DOT_IEEE_FP32 = 1  # fp32 operands multiplied in full fp32 (no tf32 rounding)
 DOT_UPCAST_FP32 = 2  # operands converted to fp32 first (interpreter, bf16; see dot_mode)
+DOT_TF32X3 = 3  # fp32 operands split in two tf32 halves, three tensor-core products
 
 # The smallest inner dimension tl.dot accepts is 16.
 MIN_DOT_DIM = 16
@@ -52,11 +50,20 @@ def interpreting() -> bool:
 KERNELS_INTERPRETED = interpreting()
 
 
+# How fp32 tiles are multiplied on a GPU: DOT_TF32X3 or DOT_IEEE_FP32 (benchmarks compare the two).
+FP32_DOT_MODE = DOT_TF32X3
+
+
 def dot_mode(dtype: torch.dtype) -> int:
     """How the kernels multiply tiles of ``dtype``.
 
-    fp32 uses IEEE fp32 products: Triton's default for fp32 is tf32, about 1e-3
-    relative error, far worse than the fp32 PyTorch attention a user compares with.
+    fp32 does not use Triton's default for fp32 operands, tf32 (about 1e-3
+    relative error, far worse than the fp32 PyTorch attention a user compares
+    with). ``tf32x3`` splits each operand into a tf32 value and a tf32 remainder
+    and adds three tensor-core products (the remainders' product is dropped):
+    close to fp32 accuracy on the tensor cores. Full IEEE fp32 products run on
+    the CUDA cores instead, and their unrolled code makes the kernels take many
+    times longer to compile.
 
     Triton 3.9's interpreter computes ``tl.dot`` on bf16 operands wrongly (checked
     on 2026-11-22: errors of 1e10 on a 16x16 product of randn inputs, while fp16 and
@@ -66,7 +73,7 @@ def dot_mode(dtype: torch.dtype) -> int:
     order differs.
     """
     if dtype == torch.float32:
-        return DOT_IEEE_FP32
+        return DOT_IEEE_FP32 if KERNELS_INTERPRETED else FP32_DOT_MODE
     if dtype == torch.bfloat16 and KERNELS_INTERPRETED:
         return DOT_UPCAST_FP32
     return DOT_NATIVE
@@ -79,6 +86,8 @@ def tile_dot(a, b, DOT_MODE: tl.constexpr):
         return tl.dot(a, b, input_precision="ieee")
     elif DOT_MODE == 2:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    elif DOT_MODE == 3:
+        return tl.dot(a, b, input_precision="tf32x3")
     else:
         return tl.dot(a, b)
 
@@ -116,95 +125,9 @@ MAX_SEQ_BUCKET = 16384
 
 
 def seq_len_bucket(n: int) -> int:
-    """Autotuning key for a sequence length: the next power of two (at most
-    ``MAX_SEQ_BUCKET``), so that each length does not trigger a new tuning run."""
+    """The sequence-length part of an autotuning key: the next power of two, at most
+    ``MAX_SEQ_BUCKET``, so that each length does not trigger a new tuning run."""
     return min(triton.next_power_of_2(max(n, 1)), MAX_SEQ_BUCKET)
-
-
-def autotuning() -> bool:
-    """False when ``FLASHATTN2_AUTOTUNE=0``: each kernel then runs the first GPU
-    configuration of its list that fits, without tuning (a few compilations
-    instead of dozens; the GPU test suite runs so). Read at each new tuning key."""
-    return os.environ.get("FLASHATTN2_AUTOTUNE", "1") != "0"
-
-
-# Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
-# still span several tiles, ragged last tiles and diagonal tiles.
-_INTERPRETER_TILE = (16, 16, 4, 1)
-
-
-def configs_for(gpu_tiles: list[tuple[int, int, int, int]]) -> list[triton.Config]:
-    """The configurations handed to ``triton.autotune``, from ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` rows.
-
-    On a GPU: all rows (the first is the default without autotuning). Under the
-    interpreter: one 16x16 configuration; with a single configuration
-    ``triton.autotune`` runs it without benchmarking (Triton 3.9 checks
-    ``len(configs) > 1``), which the interpreter needs: benchmarking there would
-    run every configuration several times at interpreter speed.
-    """
-    tiles = [_INTERPRETER_TILE] if KERNELS_INTERPRETED else gpu_tiles
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
-        for bm, bn, warps, stages in tiles
-    ]
-
-
-# Shared memory one block may use on Hopper (H100/H200): 227 KB (CUDA C++
-# Programming Guide, compute capability 9.0). The estimate below ignores
-# Triton's own scratch space (layout conversions, barriers), hence the margin.
-SHARED_MEMORY_BUDGET = 200 * 1024
-
-
-def prune_to_fit(configs, named_args, kwargs, rows) -> list[triton.Config]:
-    """``early_config_prune`` body: keep the configurations whose tiles fit in shared memory.
-
-    ``rows(config) -> (resident_rows, streamed_rows)``: rows of ``BLOCK_D`` elements
-    a program keeps for its whole life, and rows it loads per pipeline stage. With
-    ``FLASHATTN2_AUTOTUNE=0`` only the first fitting configuration is kept.
-    """
-    args = {**named_args, **kwargs}
-    row_bytes = args["BLOCK_D"] * args["Q"].element_size()
-
-    def estimate(config):
-        resident, streamed = rows(config)
-        return row_bytes * (resident + streamed * max(config.num_stages, 1))
-
-    kept = [c for c in configs if estimate(c) <= SHARED_MEMORY_BUDGET] or [min(configs, key=estimate)]
-    return kept if autotuning() else kept[:1]
-
-
-class TunedLaunch:
-    """Launch a ``triton.autotune`` kernel, paying the autotuner's bookkeeping once per key.
-
-    On every call ``triton.autotune`` rebuilds a dict of all the kernel's arguments
-    (about 40 here) and its cache key from them: about 50 µs of host time per
-    launch (Triton 3.6, measured on the H100 machine with cProfile), more than a
-    short sequence's kernel takes on the GPU. The first launch for a ``key`` goes
-    through the autotuner (which tunes if it must); later ones launch the kernel
-    with the configuration the autotuner chose for it (``best_config``), as the
-    autotuner itself would.
-
-    ``key`` must determine the autotuner's choice: the values of its ``key``
-    arguments, the tensors' dtypes and whatever the pruning looks at (the
-    autotuner's own cache is keyed on the first two only, so neither is
-    :func:`autotuning`, read when a key is first tuned).
-    """
-
-    def __init__(self, kernel) -> None:
-        self.kernel = kernel
-        self._chosen: dict[tuple, dict] = {}  # key -> the chosen Config's all_kwargs()
-
-    def __call__(self, key: tuple, grid, *args, **kwargs) -> None:
-        config_kwargs = self._chosen.get(key)
-        if config_kwargs is None:
-            self.kernel[grid](*args, **kwargs)
-            self._chosen[key] = self.kernel.best_config.all_kwargs()
-        else:
-            self.kernel.fn[grid](*args, **kwargs, **config_kwargs)
-
-    def forget(self) -> None:
-        """Drop the remembered choices (after the kernel's configurations were changed)."""
-        self._chosen.clear()
 
 
 # Within one (batch, head) the kernels compute element offsets (row * row stride

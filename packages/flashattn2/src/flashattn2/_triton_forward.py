@@ -24,46 +24,19 @@ import torch
 import triton
 import triton.language as tl
 
+from flashattn2._launch import KernelLauncher, TileChooser
 from flashattn2._triton_common import (
     LOG2_E,
-    TunedLaunch,
     bf16_ready,
-    configs_for,
     dot_mode,
     head_dim_block,
     key_ranges,
     load_tile,
-    prune_to_fit,
     seq_len_bucket,
     tile_dot,
     visible_keys,
     within_int32_offsets,
 )
-
-# Tile shapes tried on a GPU. The pairs follow the Triton fused-attention
-# tutorial's search space (BLOCK_M 64/128, BLOCK_N 32..128, 4 or 8 warps, 2..4
-# stages); prune_to_fit drops those too large for wide heads. The first is the
-# default without autotuning: the fastest at the headline shape (B=1, H=16,
-# N=16384, D=64, bf16, causal) on an H100 on 2026-11-22 (benchmarks/tiles.py).
-_GPU_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
-    (128, 64, 8, 4),
-    (128, 64, 4, 3),
-    (128, 64, 8, 3),
-    (128, 128, 8, 3),
-    (128, 128, 8, 4),
-    (128, 128, 8, 2),
-    (128, 32, 4, 3),
-    (64, 64, 4, 3),
-    (64, 32, 4, 2),
-    (32, 32, 4, 1),  # the smallest: wide fp32 heads (D = 256)
-]
-
-
-def _prune_forward_configs(configs, named_args, **kwargs):
-    # A program keeps its Q tile and streams one K and one V tile per stage.
-    return prune_to_fit(
-        configs, named_args, kwargs, lambda c: (c.kwargs["BLOCK_M"], 2 * c.kwargs["BLOCK_N"])
-    )
 
 
 @triton.jit
@@ -95,11 +68,6 @@ def _forward_tile(
     return acc, m_new, l_i
 
 
-@triton.autotune(
-    configs=configs_for(_GPU_TILES),
-    key=["HEAD_DIM", "CAUSAL", "SEQ_BUCKET"],  # the autotuner adds the tensors' dtypes itself
-    prune_configs_by={"early_config_prune": _prune_forward_configs},
-)
 @triton.jit
 def _forward_kernel(
     Q, K, V, O, LSE,
@@ -109,7 +77,7 @@ def _forward_kernel(
     stride_ob, stride_oh, stride_on, stride_od,
     stride_lb, stride_lh, stride_ln,
     qk_scale_log2,
-    H, KV_GROUP, N_Q, N_K, SEQ_BUCKET,
+    H, KV_GROUP, N_Q, N_K,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
@@ -162,7 +130,8 @@ def _forward_kernel(
     tl.store(lse_ptrs, lse, mask=offs_m < N_Q)
 
 
-launch_forward = TunedLaunch(_forward_kernel)
+launch_forward = KernelLauncher(_forward_kernel)
+forward_tiles = TileChooser()
 
 
 def triton_forward(
@@ -189,18 +158,21 @@ def triton_forward(
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
     if o.numel() == 0:
         return o, lse
-    q, k, v = (within_int32_offsets(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
-
-    def grid(meta):
-        return (triton.cdiv(n_q, meta["BLOCK_M"]), batch * heads)
-
-    seq_bucket = seq_len_bucket(max(n_q, n_k))
-    launch_forward(
-        (head_dim, causal, seq_bucket, q.dtype), grid,
+    q, k, v = within_int32_offsets(q, "q"), within_int32_offsets(k, "k"), within_int32_offsets(v, "v")
+    args = (
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse.stride(),
         softmax_scale * LOG2_E,
-        heads, heads // kv_heads, n_q, n_k, seq_bucket,
-        HEAD_DIM=head_dim, BLOCK_D=head_dim_block(head_dim), CAUSAL=causal, DOT_MODE=dot_mode(q.dtype),
+        heads, heads // kv_heads, n_q, n_k,
     )
+
+    def launch(tile):
+        launch_forward(
+            (triton.cdiv(n_q, tile.block_m), batch * heads, 1), *args, tile=tile,
+            HEAD_DIM=head_dim, BLOCK_D=head_dim_block(head_dim), CAUSAL=causal, DOT_MODE=dot_mode(q.dtype),
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+        )
+
+    key = (head_dim, q.dtype, causal, q.device, seq_len_bucket(max(n_q, n_k)))
+    launch(forward_tiles.choose(key, launch, "forward", head_dim, q.dtype, causal, q.device))
     return o, lse

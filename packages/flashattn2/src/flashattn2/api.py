@@ -1,33 +1,17 @@
 """``flash_attention``: the functional entry point.
 
-It validates its arguments, picks a backend, and runs the attention one of two
-ways, with the same kernels:
-
-- inside ``torch.compile``: two ``torch.library`` custom operators
-  (``flashattn2::attention_forward`` and ``flashattn2::attention_backward``)
-  joined by ``register_autograd``. Being custom operators with fake (shape-only)
-  implementations, they are single opaque nodes to the compiler, so a compiled
-  model that calls ``flash_attention`` compiles with ``fullgraph=True`` (no
-  graph breaks);
-- in eager mode: the plain autograd Function :class:`~flashattn2.autograd.ScaledAttention`.
-  Custom-operator dispatch costs host time on every call (measured on the H100
-  machine: 1.10 ms of host time per forward+backward at B=1, H=16, N=1024, D=64,
-  against 0.34 ms for the kernels' own launches), which at short sequences is
-  more than the kernels' GPU time.
+It validates its arguments, resolves the backend and runs
+:class:`~flashattn2.autograd.ScaledAttention`, in eager mode and under
+``torch.compile`` alike (:mod:`flashattn2._ops` says how the kernels reach the
+compiler).
 """
 
 from __future__ import annotations
 
 import torch
 
-from flashattn2._inputs import (
-    backward_any_layout,
-    check_attention_inputs,
-    check_triton_device,
-    forward_any_layout,
-    triton_runs_on_cpu,
-)
-from flashattn2.autograd import IMPLEMENTATIONS, ScaledAttention
+from flashattn2._inputs import check_attention_inputs, check_triton_device, triton_runs_on_cpu
+from flashattn2.autograd import ScaledAttention
 
 BACKENDS = ("auto", "triton", "pytorch")
 
@@ -55,60 +39,6 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
-@torch.library.custom_op("flashattn2::attention_forward", mutates_args=())
-def _attention_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float, backend: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validated inputs in either layout -> (O with q's shape, L float32 with q.shape[:-1])."""
-    forward, _ = IMPLEMENTATIONS[backend]
-    return forward_any_layout(forward, q, k, v, causal, softmax_scale)
-
-
-@_attention_forward.register_fake
-def _(q, k, v, causal, softmax_scale, backend):
-    return q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)
-
-
-@torch.library.custom_op("flashattn2::attention_backward", mutates_args=())
-def _attention_backward(
-    grad_out: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    causal: bool,
-    softmax_scale: float,
-    backend: str,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> (dq, dk, dv) with the shapes of q, k, v."""
-    _, backward = IMPLEMENTATIONS[backend]
-    return backward_any_layout(backward, grad_out, q, k, v, out, lse, causal, softmax_scale)
-
-
-@_attention_backward.register_fake
-def _(grad_out, q, k, v, out, lse, causal, softmax_scale, backend):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-
-def _setup_context(ctx, inputs, output):
-    q, k, v, causal, softmax_scale, backend = inputs
-    out, lse = output
-    ctx.mark_non_differentiable(lse)
-    ctx.set_materialize_grads(False)  # L gets no gradient: do not allocate a zero tensor for it
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.causal, ctx.softmax_scale, ctx.backend = causal, softmax_scale, backend
-
-
-def _backward(ctx, grad_out, _grad_lse):
-    q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = _attention_backward(grad_out, q, k, v, out, lse, ctx.causal, ctx.softmax_scale, ctx.backend)
-    return dq, dk, dv, None, None, None
-
-
-_attention_forward.register_autograd(_backward, setup_context=_setup_context)
-
-
 def flash_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -117,6 +47,7 @@ def flash_attention(
     causal: bool = False,
     softmax_scale: float | None = None,
     backend: str = "auto",
+    deterministic: bool = True,
 ) -> torch.Tensor:
     """Scaled dot-product attention, ``softmax(scale * q k^T [+ causal mask]) v``, computed by FlashAttention-2.
 
@@ -138,9 +69,18 @@ def flash_attention(
             ``TRITON_INTERPRET=1`` was set before flashattn2 was imported and
             still is, else the tiled PyTorch implementation), ``"triton"`` or
             ``"pytorch"``.
+        deterministic: the Triton backward sums each query tile's dq over the
+            key tiles in a fixed order, so identical inputs give bitwise-identical
+            gradients (default). ``False`` lets it add them with floating-point
+            atomic adds in whatever order they arrive, as FlashAttention-2 and -3
+            do by default (faster at some shapes: see BENCHMARKS.md; results vary
+            in the last bits from run to run). The PyTorch backend is always
+            deterministic.
 
     Returns:
-        O with q's shape, dtype and device (contiguous). Differentiable in q, k, v.
+        O with q's shape, dtype and device (contiguous). Differentiable in q, k, v,
+        once: differentiating through its gradients (double backward) raises a
+        ``RuntimeError``.
 
     Raises:
         TypeError: non-tensor, sparse or nested inputs, unsupported or mixed
@@ -160,9 +100,7 @@ def flash_attention(
     """
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool; got {type(deterministic).__name__}")
     scale = check_attention_inputs(q, k, v, softmax_scale)
-    resolved = resolve_backend(backend, q.device)
-    if torch.compiler.is_compiling():
-        out, _ = _attention_forward(q, k, v, causal, scale, resolved)
-        return out
-    return ScaledAttention.apply(q, k, v, causal, scale, resolved)
+    return ScaledAttention.apply(q, k, v, causal, scale, resolve_backend(backend, q.device), deterministic)

@@ -1,45 +1,70 @@
-"""The ``torch.autograd.Function`` classes: one algorithm, two implementations.
+"""The ``torch.autograd.Function`` behind every entry point, and the two public ones.
 
-:class:`FlashAttention2Triton` and :class:`FlashAttention2PyTorch` take
-``apply(q, k, v, is_causal)`` and return O; both save exactly q, k, v, O and the
-logsumexp L (float32, shape ``q.shape[:-1]``) for backward, and their backward
-returns ``(dq, dk, dv, None)``. The softmax scale is ``1/sqrt(D)``; use
-:func:`flashattn2.flash_attention` for another scale, backend choice and
-``torch.compile`` support.
+:class:`ScaledAttention` is the one path: ``apply(q, k, v, causal,
+softmax_scale, backend, deterministic)`` on validated inputs with a resolved
+backend. It saves exactly q, k, v, O and the logsumexp L (float32, shape
+``q.shape[:-1]``) for backward and runs the kernels through
+:mod:`flashattn2._ops` (directly in eager mode, as ``torch.library`` operators
+under ``torch.compile``). :func:`flashattn2.flash_attention` calls it.
 
-:class:`ScaledAttention` is the same thing for already validated inputs, with
-the scale and the backend as arguments: :func:`flashattn2.flash_attention` runs
-it outside ``torch.compile`` (a plain autograd Function costs less host time per
-call than the ``torch.library`` custom operators it uses when compiling).
+:class:`FlashAttention2Triton` and :class:`FlashAttention2PyTorch` are the same
+Function with the interface ``apply(q, k, v, is_causal)``: they validate the
+inputs, use the scale ``1/sqrt(D)`` and fix the backend.
+
+Second derivatives are refused: the backward is not itself differentiable, so
+differentiating through its results (a gradient penalty, a Hessian-vector
+product, ``create_graph=True`` followed by a second backward through the
+attention) raises a ``RuntimeError`` that says so, instead of returning a
+silently wrong result.
 """
 
 from __future__ import annotations
 
 import torch
 
-from flashattn2._inputs import backward_any_layout, check_attention_inputs, check_triton_device, forward_any_layout
-from flashattn2._triton_backward import triton_backward
-from flashattn2._triton_forward import triton_forward
-from flashattn2.reference import tiled_backward, tiled_forward
+from flashattn2._inputs import check_attention_inputs, check_triton_device
+from flashattn2._ops import attention_backward, attention_forward
 
-# backend name -> (forward, backward) functions of the (B, H, N, D) layout
-IMPLEMENTATIONS = {
-    "triton": (triton_forward, triton_backward),
-    "pytorch": (tiled_forward, tiled_backward),
-}
-
-
-def _forward(ctx, backend: str, q, k, v, is_causal: bool, softmax_scale: float) -> torch.Tensor:
-    forward_impl, ctx.backward_impl = IMPLEMENTATIONS[backend]
-    out, lse = forward_any_layout(forward_impl, q, k, v, is_causal, softmax_scale)
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.is_causal = is_causal
-    ctx.softmax_scale = softmax_scale
-    return out
+NO_DOUBLE_BACKWARD = (
+    b"flash_attention has no second derivative: its backward pass is not differentiable, so gradients of its "
+    b"gradients (double backward: gradient penalties, Hessian-vector products) cannot be computed through it. "
+    b"For those, compute attention with differentiable operations, e.g. "
+    b"torch.nn.functional.scaled_dot_product_attention under "
+    b"torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)."
+)
 
 
-def _backward(ctx, grad_out: torch.Tensor):
-    return backward_any_layout(ctx.backward_impl, grad_out, *ctx.saved_tensors, ctx.is_causal, ctx.softmax_scale)
+def _refuse_differentiation(grads: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """``grads`` as they are, or, when the backward runs with ``create_graph=True``, behind
+    a node that raises :data:`NO_DOUBLE_BACKWARD` if anything is differentiated through them."""
+    if not torch.is_grad_enabled():
+        return grads
+    refuse = torch._C._functions.DelayedError(NO_DOUBLE_BACKWARD, len(grads))
+    return refuse(*(g.detach().requires_grad_() for g in grads))
+
+
+class ScaledAttention(torch.autograd.Function):
+    """``apply(q, k, v, causal, softmax_scale, backend, deterministic) -> O`` (q's shape).
+
+    Inputs already checked by :func:`~flashattn2._inputs.check_attention_inputs`;
+    ``backend`` ``"triton"`` or ``"pytorch"``, already resolved for their device;
+    ``deterministic`` chooses how the Triton backward sums dq.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, softmax_scale: float, backend: str, deterministic: bool):
+        out, lse = attention_forward(q, k, v, causal, softmax_scale, backend)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.softmax_scale, ctx.backend, ctx.deterministic = causal, softmax_scale, backend, deterministic
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        with torch.no_grad():
+            grads = attention_backward(
+                grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend, ctx.deterministic
+            )
+        return *_refuse_differentiation(grads), None, None, None, None
 
 
 def _validated_scale(q, k, v, is_causal) -> float:
@@ -48,7 +73,7 @@ def _validated_scale(q, k, v, is_causal) -> float:
     return check_attention_inputs(q, k, v)
 
 
-class FlashAttention2PyTorch(torch.autograd.Function):
+class FlashAttention2PyTorch(ScaledAttention):
     """FlashAttention-2 tiled in plain PyTorch (:mod:`flashattn2.reference`); any device.
 
     ``FlashAttention2PyTorch.apply(q, k, v, is_causal)``: q ``(B, Nq, D)`` or
@@ -65,18 +90,19 @@ class FlashAttention2PyTorch(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
-        return _forward(ctx, "pytorch", q, k, v, is_causal, _validated_scale(q, k, v, is_causal))
+        scale = _validated_scale(q, k, v, is_causal)
+        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "pytorch", True)
 
     @staticmethod
     def backward(ctx, grad_out):
-        return *_backward(ctx, grad_out), None
+        return *ScaledAttention.backward(ctx, grad_out)[:3], None
 
 
-class FlashAttention2Triton(torch.autograd.Function):
+class FlashAttention2Triton(ScaledAttention):
     """FlashAttention-2 with the Triton kernels; CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``.
 
-    Same interface as :class:`FlashAttention2PyTorch`. Gradients are deterministic
-    (no atomics): identical inputs give bitwise-identical dq, dk, dv.
+    Same interface as :class:`FlashAttention2PyTorch`. Gradients are deterministic:
+    identical inputs give bitwise-identical dq, dk, dv.
 
     Example (on a GPU)::
 
@@ -89,22 +115,8 @@ class FlashAttention2Triton(torch.autograd.Function):
     def forward(ctx, q, k, v, is_causal=False):
         scale = _validated_scale(q, k, v, is_causal)
         check_triton_device(q.device)
-        return _forward(ctx, "triton", q, k, v, is_causal, scale)
+        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "triton", True)
 
     @staticmethod
     def backward(ctx, grad_out):
-        return *_backward(ctx, grad_out), None
-
-
-class ScaledAttention(torch.autograd.Function):
-    """``apply(q, k, v, is_causal, softmax_scale, backend)`` on inputs already checked by
-    :func:`~flashattn2._inputs.check_attention_inputs`, ``backend`` ``"triton"`` or
-    ``"pytorch"`` already resolved for their device. Returns O with q's shape."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, is_causal, softmax_scale, backend):
-        return _forward(ctx, backend, q, k, v, is_causal, softmax_scale)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        return *_backward(ctx, grad_out), None, None, None
+        return *ScaledAttention.backward(ctx, grad_out)[:3], None

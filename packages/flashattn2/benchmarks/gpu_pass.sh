@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One GPU pass of flashattn2: the GPU tests, then the benchmarks, each writing under $OUT.
+#
+#   OUT=/tmp/pass bash packages/flashattn2/benchmarks/gpu_pass.sh [STEP ...]
+#
+# Steps (default: all, in this order): tests matrix host first tiles64 tiles128.
+# Run from the repository root. Each step has a time limit so that one slow step
+# leaves the others their time; every step's log is $OUT/<step>.log.
+set -uo pipefail
+: "${OUT:?set OUT to a folder for the results}"
+mkdir -p "$OUT"
+export PYTHONPATH=packages/flashattn2/src PYTHONUNBUFFERED=1
+bench=packages/flashattn2/benchmarks
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests matrix host first tiles64 tiles128)
+for step in "${steps[@]}"; do
+  echo "=== $step ($(date +%T))"
+  case $step in
+    tests) timeout 200 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider 2>&1 | tail -25 ;;
+    matrix) timeout 200 python $bench/matrix.py --out "$OUT/matrix.json" ;;
+    host) timeout 60 python $bench/matrix.py --host --out "$OUT/host.json" ;;
+    first) timeout 150 python $bench/matrix.py --first-call --out "$OUT/first.json" ;;
+    tiles64) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --out "$OUT/tiles64.json" ;;
+    tiles128) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --causal --out "$OUT/tiles128.json" ;;
+    *) echo "unknown step $step" ;;
+  esac 2>&1 | tee "$OUT/$step.log"
+done

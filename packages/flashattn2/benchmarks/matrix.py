@@ -1,0 +1,234 @@
+"""flashattn2 against SDPA's cuDNN and FLASH backends, side by side, in one process.
+
+Usage (CUDA GPU, repository root)::
+
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --out matrix.json
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --first-call --out first.json
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --host --out host.json
+
+Default mode: for each shape, forward and forward+backward times
+(``triton.testing.do_bench`` median) of flashattn2 (deterministic, and with
+``deterministic=False``), SDPA CUDNN_ATTENTION and SDPA FLASH_ATTENTION, with the
+ratios cuDNN/ours and FLASH/ours (> 1: flashattn2 faster). Inputs are random
+bf16 unless the shape says otherwise; every implementation sees the same tensors.
+
+``--first-call``: the wall time of the first forward and the first backward in a
+fresh process with an empty ``TRITON_CACHE_DIR`` (compilation included), per
+dtype and shape.
+
+``--host``: wall time per eager forward+backward call at a tiny shape, where the
+host's work is the whole cost: flashattn2 against SDPA (its default backend
+choice), each timed over many calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import flashattn2
+from flashattn2 import flash_attention
+
+# (B, H, Hkv, N, D, causal): the issue's four shapes, then GQA and wide heads.
+SHAPES = [
+    (1, 16, 16, 16384, 64, True),
+    (4, 16, 16, 4096, 128, True),
+    (4, 16, 16, 4096, 128, False),
+    (8, 16, 16, 1024, 64, True),
+    (2, 32, 8, 4096, 128, True),
+    (2, 16, 16, 4096, 256, True),
+]
+HOST_SHAPE = (1, 4, 4, 128, 64, True)
+FIRST_CALL_SHAPES = {  # dtype -> shapes; fp32 (B, N, D) = (4, 128, 64) is the CS336 public tests' shape
+    "bf16": [(8, 16, 16, 1024, 64, True)],
+    "fp16": [(8, 16, 16, 1024, 64, True)],
+    "fp32": [(4, 1, 1, 128, 64, True), (4, 1, 1, 128, 64, False)],
+}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def forward_flops(b, h, n, d, causal) -> float:
+    """Matrix FLOPs of the forward (two N x N x D products per head; half when causal)."""
+    return 4 * b * h * n * n * d / (2 if causal else 1)
+
+
+def implementations() -> dict:
+    def ours(deterministic):
+        def run(q, k, v, causal):
+            return flash_attention(q, k, v, causal=causal, deterministic=deterministic)
+        return run
+
+    def sdpa(backend):
+        def run(q, k, v, causal):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+        return run
+
+    return {
+        "flashattn2": ours(True),
+        "flashattn2_nondet": ours(False),
+        "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+        "flash": sdpa(SDPBackend.FLASH_ATTENTION),
+    }
+
+
+def inputs(shape, dtype=torch.bfloat16):
+    b, h, hkv, n, d, _ = shape
+    q = torch.randn(b, h, n, d, device="cuda", dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(2))
+    return q, k, v, torch.randn_like(q)
+
+
+def time_ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=100, rep=400, return_mode="median")
+
+
+def matrix(shapes) -> list[dict]:
+    impls = implementations()
+    rows = []
+    for shape in shapes:
+        q, k, v, g = inputs(shape)
+        causal = shape[-1]
+        row = {"shape": shape}
+        for name, fn in impls.items():
+            try:
+                with torch.no_grad():
+                    fwd = time_ms(lambda: fn(q, k, v, causal))
+                fwd_bwd = time_ms(lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), g))
+            except RuntimeError as error:  # a backend that refuses the shape (e.g. FLASH with D = 256)
+                row[name] = {"error": str(error).splitlines()[0][:120]}
+                continue
+            row[name] = {"fwd_ms": fwd, "fwd_bwd_ms": fwd_bwd}
+        ours = row["flashattn2"]
+        flops = forward_flops(shape[0], shape[1], shape[3], shape[4], causal)
+        ours["fwd_tflops"] = flops / ours["fwd_ms"] / 1e9
+        ours["fwd_bwd_tflops"] = 3.5 * flops / ours["fwd_bwd_ms"] / 1e9  # backward counted as 2.5 forwards
+        rows.append(row)
+        print_row(row, flush=True)
+    return rows
+
+
+def print_row(row, flush=False) -> None:
+    b, h, hkv, n, d, causal = row["shape"]
+    label = f"{b},{h}/{hkv},{n},{d},{'causal' if causal else 'full'}"
+    for mode in ("fwd_ms", "fwd_bwd_ms"):
+        cells = []
+        for name in ("flashattn2", "flashattn2_nondet", "cudnn", "flash"):
+            cell = row[name]
+            cells.append(f"{cell[mode]:9.3f}" if mode in cell else f"{'-':>9}")
+        ours = row["flashattn2"][mode]
+        ratios = [f"{row[ref][mode] / ours:6.2f}" if mode in row[ref] else f"{'-':>6}" for ref in ("cudnn", "flash")]
+        print(f"{label:26} {mode[:-3]:8}" + "".join(cells) + "  " + " ".join(ratios), flush=flush)
+
+
+def first_call_child(dtype_name: str, shape) -> None:
+    """In a fresh process: time the first forward and backward (compilation included)."""
+    q, k, v, g = inputs(shape, DTYPES[dtype_name])
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = flash_attention(q, k, v, causal=shape[-1])
+    torch.cuda.synchronize()
+    forward_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out.backward(g)
+    torch.cuda.synchronize()
+    print(json.dumps({"forward_s": forward_s, "backward_s": time.perf_counter() - start}))
+
+
+def first_calls() -> list[dict]:
+    rows = []
+    for dtype_name, shapes in FIRST_CALL_SHAPES.items():
+        for shape in shapes:
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "TRITON_CACHE_DIR": cache}
+                child = subprocess.run(
+                    [sys.executable, __file__, "--first-call-child", dtype_name, json.dumps(shape)],
+                    env=env, capture_output=True, text=True, check=True,
+                )
+            row = {"dtype": dtype_name, "shape": shape, **json.loads(child.stdout.splitlines()[-1])}
+            rows.append(row)
+            print(f"first call {dtype_name} {shape}: forward {row['forward_s']:.2f} s, "
+                  f"backward {row['backward_s']:.2f} s", flush=True)
+    return rows
+
+
+def host_times(reps: int = 200) -> dict:
+    q, k, v, g = inputs(HOST_SHAPE)
+    causal = HOST_SHAPE[-1]
+    ways = {
+        "flashattn2": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=causal), (q, k, v), g),
+        "sdpa": lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=causal), (q, k, v), g),
+    }
+    result = {}
+    for name, fn in ways.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+        result[name] = (time.perf_counter() - start) / reps * 1e3
+    result["ratio"] = result["flashattn2"] / result["sdpa"]
+    print(f"host, eager fwd+bwd at {HOST_SHAPE}: flashattn2 {result['flashattn2']:.3f} ms/call, "
+          f"sdpa {result['sdpa']:.3f} ms/call, ratio {result['ratio']:.2f}", flush=True)
+    return result
+
+
+def environment() -> dict:
+    return {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "python": platform.python_version(),
+        "flashattn2": flashattn2.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--first-call", action="store_true", help="time first calls in fresh processes")
+    mode.add_argument("--host", action="store_true", help="time host work per call at a tiny shape")
+    mode.add_argument("--first-call-child", nargs=2, metavar=("DTYPE", "SHAPE"), help=argparse.SUPPRESS)
+    parser.add_argument("--shapes", type=json.loads, help="JSON list of [B, H, Hkv, N, D, causal] (default: built in)")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if args.first_call_child:
+        first_call_child(args.first_call_child[0], json.loads(args.first_call_child[1]))
+        return 0
+    results = {"env": environment(), "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+    print(results["env"], flush=True)
+    if args.first_call:
+        results["first_calls"] = first_calls()
+    elif args.host:
+        results["host"] = host_times()
+    else:
+        print(f"{'shape (B,H/Hkv,N,D)':26} {'pass':8}{'ours':>9}{'nondet':>9}{'cuDNN':>9}{'FLASH':>9}  "
+              f"cuDNN/ours FLASH/ours", flush=True)
+        results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Tile configurations of the Triton kernels: the shipped defaults and the autotuning candidates.
+
+A :class:`Tile` is what a kernel launch needs besides its arguments: the query
+and key rows per program (``block_m``, ``block_n``), the warps per program and
+the software-pipelining depth. :func:`default_tile` looks one up in a table of
+configurations measured per (GPU generation, head-dim bucket, element size,
+causal), so that the first call of a new shape compiles one configuration per
+kernel and runs, with no tuning. ``FLASHATTN2_AUTOTUNE=1`` makes the launchers
+time :func:`candidate_tiles` on the call's own inputs instead (see
+:mod:`flashattn2._launch`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import torch
+
+from flashattn2._triton_common import KERNELS_INTERPRETED, head_dim_block
+
+
+class Tile(NamedTuple):
+    """One launch configuration: ``block_m`` query rows and ``block_n`` key rows per program."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+# Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
+# still span several tiles, ragged last tiles and diagonal tiles.
+INTERPRETER_TILE = Tile(16, 16, 4, 1)
+
+# Head dimensions are bucketed by the padded width the kernels tile with.
+HEAD_DIM_BUCKETS = (32, 64, 128, 256)
+
+# The defaults, per kernel, keyed by (head-dim bucket, bytes per element, causal),
+# for Hopper (compute capability 9.x). Each entry is the fastest configuration of
+# benchmarks/tiles.py at a representative shape on an H100 (BENCHMARKS.md lists
+# the measurements; bucket 32 reuses 64's tiles).
+_HOPPER_DEFAULTS: dict[str, dict[tuple[int, int, bool], Tile]] = {
+    "forward": {
+        (64, 2, True): Tile(128, 64, 8, 4),
+        (64, 2, False): Tile(128, 64, 8, 4),
+        (128, 2, True): Tile(128, 64, 8, 3),
+        (128, 2, False): Tile(128, 64, 8, 3),
+        (256, 2, True): Tile(64, 64, 4, 2),
+        (256, 2, False): Tile(64, 64, 4, 2),
+        (64, 4, True): Tile(64, 64, 4, 2),
+        (64, 4, False): Tile(64, 64, 4, 2),
+        (128, 4, True): Tile(64, 32, 4, 2),
+        (128, 4, False): Tile(64, 32, 4, 2),
+        (256, 4, True): Tile(32, 32, 4, 1),
+        (256, 4, False): Tile(32, 32, 4, 1),
+    },
+    "backward": {
+        (64, 2, True): Tile(64, 128, 8, 2),
+        (64, 2, False): Tile(64, 128, 8, 2),
+        (128, 2, True): Tile(64, 128, 8, 2),
+        (128, 2, False): Tile(64, 128, 8, 2),
+        (256, 2, True): Tile(32, 64, 4, 1),
+        (256, 2, False): Tile(32, 64, 4, 1),
+        (64, 4, True): Tile(32, 64, 4, 1),
+        (64, 4, False): Tile(32, 64, 4, 1),
+        (128, 4, True): Tile(32, 64, 4, 1),
+        (128, 4, False): Tile(32, 64, 4, 1),
+        (256, 4, True): Tile(16, 32, 4, 1),
+        (256, 4, False): Tile(16, 32, 4, 1),
+    },
+}
+
+# Other GPUs (Ampere, Ada, Blackwell...): small tiles that fit the 99 KB of shared
+# memory a block may use on consumer parts (CUDA C++ Programming Guide, compute
+# capability 8.6/8.9), not tuned.
+_PORTABLE_DEFAULTS: dict[str, dict[int, Tile]] = {
+    "forward": {32: Tile(64, 64, 4, 2), 64: Tile(64, 64, 4, 2), 128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 1)},
+    "backward": {32: Tile(32, 64, 4, 1), 64: Tile(32, 64, 4, 1), 128: Tile(32, 32, 4, 1), 256: Tile(16, 32, 4, 1)},
+}
+
+# Candidates timed with FLASHATTN2_AUTOTUNE=1 (the defaults are among them). The
+# ranges follow the Triton fused-attention tutorial's search space: BLOCK_M 64/128
+# with BLOCK_N 32..128 for the forward; for the backward, whose programs keep a key
+# tile resident and stream query tiles, BLOCK_N 64/128 with BLOCK_M 16..128.
+_CANDIDATES: dict[str, list[Tile]] = {
+    "forward": [
+        Tile(128, 64, 8, 4), Tile(128, 64, 8, 3), Tile(128, 64, 4, 3), Tile(128, 128, 8, 3),
+        Tile(128, 128, 8, 2), Tile(128, 32, 4, 3), Tile(64, 64, 4, 3), Tile(64, 64, 4, 2),
+        Tile(64, 32, 4, 2), Tile(32, 32, 4, 1),
+    ],
+    "backward": [
+        Tile(64, 128, 8, 2), Tile(64, 128, 8, 3), Tile(128, 128, 8, 2), Tile(32, 128, 4, 2),
+        Tile(32, 128, 8, 2), Tile(64, 64, 4, 2), Tile(64, 64, 4, 3), Tile(32, 64, 4, 2),
+        Tile(32, 64, 4, 1), Tile(16, 64, 4, 1), Tile(16, 32, 4, 1),
+    ],
+}
+
+
+def autotuning() -> bool:
+    """True when ``FLASHATTN2_AUTOTUNE=1``: time the candidates for each new key instead of using the table."""
+    return os.environ.get("FLASHATTN2_AUTOTUNE", "0") == "1"
+
+
+def head_dim_bucket(head_dim: int) -> int:
+    """The table's head-dim bucket: the padded tile width, at least 32."""
+    return max(HEAD_DIM_BUCKETS[0], head_dim_block(head_dim))
+
+
+def shared_memory_bytes(kernel: str, tile: Tile, block_d: int, element_size: int) -> int:
+    """Shared memory a program of ``kernel`` needs with ``tile``, counted in tile rows.
+
+    The forward keeps its Q tile and streams one K and one V tile per pipeline
+    stage; the backward keeps its K and V tiles and streams one Q and one dO tile
+    per stage, plus its fp32 dQ tile. Triton's own scratch (layout conversions,
+    barriers) is not counted: callers keep a margin.
+    """
+    row = block_d * element_size
+    stages = max(tile.num_stages, 1)
+    if kernel == "forward":
+        return row * (tile.block_m + 2 * tile.block_n * stages)
+    return row * (2 * tile.block_n + 2 * tile.block_m * stages) + tile.block_m * block_d * 4
+
+
+# The part of a block's shared memory left to our tiles: Triton's scratch takes
+# the rest (the H100 runs showed layout-conversion buffers of a few tens of KB).
+SHARED_MEMORY_MARGIN = 0.85
+
+_max_shared_memory: dict[int, int] = {}
+
+
+def max_shared_memory(device: torch.device) -> int:
+    """Bytes of shared memory one block may use on ``device`` (queried once per device)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _max_shared_memory:
+        from triton.runtime import driver
+
+        _max_shared_memory[index] = driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    return _max_shared_memory[index]
+
+
+def fits(kernel: str, tile: Tile, block_d: int, element_size: int, device: torch.device) -> bool:
+    """Whether ``tile`` of ``kernel`` fits in ``device``'s shared memory, with the margin."""
+    needed = shared_memory_bytes(kernel, tile, block_d, element_size)
+    return needed <= SHARED_MEMORY_MARGIN * max_shared_memory(device)
+
+
+def default_tile(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, device: torch.device) -> Tile:
+    """The shipped configuration of ``kernel`` (``"forward"`` or ``"backward"``) for these inputs."""
+    if KERNELS_INTERPRETED:
+        return INTERPRETER_TILE
+    bucket = head_dim_bucket(head_dim)
+    if torch.cuda.get_device_capability(device)[0] == 9:
+        return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize, causal)]
+    return _PORTABLE_DEFAULTS[kernel][bucket]
+
+
+def candidate_tiles(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.device) -> list[Tile]:
+    """The configurations ``FLASHATTN2_AUTOTUNE=1`` times: the candidates that fit ``device``."""
+    if KERNELS_INTERPRETED:
+        return [INTERPRETER_TILE]
+    block_d = head_dim_block(head_dim)
+    return [t for t in _CANDIDATES[kernel] if fits(kernel, t, block_d, dtype.itemsize, device)]
