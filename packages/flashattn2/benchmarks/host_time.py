@@ -1,14 +1,14 @@
-"""Where the host time of one flash_attention forward+backward goes (B=1, H=16, N=1024, D=64, bf16, causal).
+"""Where the host time of one eager flash_attention forward+backward goes, at a tiny shape.
 
 Usage (CUDA GPU, repository root)::
 
-    PYTHONPATH=packages/flashattn2/src FLASHATTN2_AUTOTUNE=0 python packages/flashattn2/benchmarks/host_time.py
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/host_time.py
 
-Host milliseconds per call of: the forward and backward launchers alone, the API
-forward (with and without autograd), the API forward plus torch.autograd.grad; the
-backward launcher run from a second Python thread (autograd runs CUDA backward
-functions on its own device thread); the API with autograd multithreading off; and
-a cProfile of the backward launcher (Triton launch internals).
+Host milliseconds per call (many calls enqueued, then one synchronization) of:
+the launchers alone (forward; backward on the main thread and in a second Python
+thread, as autograd runs it), the public API forward, and forward+backward
+through ``torch.autograd.grad`` with autograd's device threads on and off; SDPA
+alongside. Then a cProfile of the forward+backward, sorted by own time.
 """
 
 from __future__ import annotations
@@ -16,50 +16,66 @@ from __future__ import annotations
 import cProfile
 import pstats
 import threading
+import time
 
 import torch
+import torch.nn.functional as F
 
-from call_overhead import SCALE, host_ms_per_call, inputs  # this folder is on sys.path when run as a script
 from flashattn2 import flash_attention
 from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_forward import triton_forward
 
-REPS, WARMUP = 200, 10
+SHAPE = (1, 4, 128, 64)  # (B, H, N, D): GPU work of a few microseconds
+REPS, WARMUP = 300, 20
 
 
-def in_thread(fn) -> tuple[float, float]:
-    """:func:`host_ms_per_call` of ``fn`` measured in a second Python thread."""
-    result = {}
-    thread = threading.Thread(target=lambda: result.setdefault("ms", host_ms_per_call(fn, REPS, WARMUP)))
+def host_ms(fn) -> float:
+    """Milliseconds per call of ``fn``, ``REPS`` calls enqueued back to back (the GPU keeps up)."""
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(REPS):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / REPS * 1e3
+
+
+def in_thread(fn) -> float:
+    result = []
+    thread = threading.Thread(target=lambda: result.append(host_ms(fn)))
     thread.start()
     thread.join()
-    return result["ms"]
+    return result[0]
 
 
 def main() -> None:
-    q, k, v, g = inputs(1024)
-    o, lse = triton_forward(q, k, v, True, SCALE)
+    q, k, v = (torch.randn(SHAPE, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    g = torch.randn_like(q)
+    scale = SHAPE[-1] ** -0.5
+    o, lse = triton_forward(q, k, v, True, scale)
     cases = {
-        "raw fwd": lambda: triton_forward(q, k, v, True, SCALE),
-        "raw bwd": lambda: triton_backward(g, q, k, v, o, lse, True, SCALE),
-        "api fwd no_grad": lambda: flash_attention(q.detach(), k.detach(), v.detach(), causal=True),
-        "api fwd (graph)": lambda: flash_attention(q, k, v, causal=True),
-        "api fwd+grad": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), g),
+        "launcher fwd": lambda: triton_forward(q, k, v, True, scale),
+        "launcher bwd": lambda: triton_backward(g, q, k, v, o, lse, True, scale),
+        "api fwd, no grad": lambda: flash_attention(q.detach(), k.detach(), v.detach(), causal=True),
+        "api fwd+bwd": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), g),
+        "sdpa fwd+bwd": lambda: torch.autograd.grad(
+            F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), g),
     }
     for name, fn in cases.items():
-        host, synced = host_ms_per_call(fn, REPS, WARMUP)
-        print(f"{name:18} host {host:.3f} ms/call  (host, incl sync) {synced:.3f}", flush=True)
-    print(f"raw bwd in a thread host {in_thread(cases['raw bwd'])[0]:.3f}", flush=True)
+        print(f"{name:28} {host_ms(fn):.4f} ms/call", flush=True)
+    print(f"{'launcher bwd, 2nd thread':28} {in_thread(cases['launcher bwd']):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(False)
-    host, _ = host_ms_per_call(cases["api fwd+grad"], REPS, WARMUP)
-    print(f"api fwd+grad, autograd single-threaded host {host:.3f}", flush=True)
+    print(f"{'api fwd+bwd, 1 thread':28} {host_ms(cases['api fwd+bwd']):.4f} ms/call", flush=True)
+    print(f"{'sdpa fwd+bwd, 1 thread':28} {host_ms(cases['sdpa fwd+bwd']):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(True)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(REPS):
-        cases["raw bwd"]()
+        cases["api fwd+bwd"]()
+    torch.cuda.synchronize()
     profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", type=int, nargs=4, metavar=("B", "H", "N", "D"), default=[1, 16, 16384, 64])
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
+    parser.add_argument("--kernels", nargs="+", choices=CHOOSERS, default=list(CHOOSERS), help="which kernels to time")
     parser.add_argument("--nondeterministic", action="store_true", help="time the atomic-add dQ backward")
     for name in CHOOSERS:
         parser.add_argument(f"--extra-{name}", type=parse_tile, nargs="*", default=[],
@@ -64,7 +65,8 @@ def main(argv=None) -> int:
     }
     print(f"shape B={b} H={h} N={n} D={d} causal={args.causal} {args.dtype}; ms = do_bench median", flush=True)
     rows = []
-    for name, chooser in CHOOSERS.items():
+    for name in args.kernels:
+        chooser = CHOOSERS[name]
         default = default_tile(name, d, dtype, args.causal, q.device)
         best = None
         for tile in candidate_tiles(name, d, dtype, q.device) + getattr(args, f"extra_{name}"):
