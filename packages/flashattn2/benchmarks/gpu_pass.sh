@@ -4,7 +4,7 @@
 #   OUT=/tmp/pass bash packages/flashattn2/benchmarks/gpu_pass.sh [STEP ...]
 #
 # Steps (default: all, in this order): tests matrix host first tiles64 tiles128
-# (and, not by default: profile, tiles64-nondet).
+# (and, not by default: profile, tiles128full, tiles256, tiles64fp32).
 # Run from the repository root. Each step has a time limit so that one slow step
 # leaves the others their time; every step's log is $OUT/<step>.log.
 set -uo pipefail
@@ -21,11 +21,13 @@ for step in "${steps[@]}"; do
     matrix) timeout 200 python $bench/matrix.py --out "$OUT/matrix.json" ;;
     host) timeout 60 python $bench/matrix.py --host --out "$OUT/host.json" ;;
     first) timeout 150 python $bench/matrix.py --first-call --out "$OUT/first.json" ;;
-    tiles64) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --kernels backward --out "$OUT/tiles64.json" ;;
-    tiles64-nondet) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --kernels backward --nondeterministic \
-      --out "$OUT/tiles64-nondet.json" ;;
+    tiles64) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --out "$OUT/tiles64.json" ;;
     profile) timeout 120 python $bench/host_time.py ;;
     tiles128) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --causal --out "$OUT/tiles128.json" ;;
+    tiles128full) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --out "$OUT/tiles128full.json" ;;
+    tiles256) timeout 200 python $bench/tiles.py --shape 2 16 4096 256 --causal --out "$OUT/tiles256.json" ;;
+    tiles64fp32) timeout 200 python $bench/tiles.py --shape 4 16 2048 64 --causal --dtype fp32 \
+      --out "$OUT/tiles64fp32.json" ;;
     *) echo "unknown step $step" ;;
   esac 2>&1 | tee "$OUT/$step.log"
 done

@@ -7,10 +7,12 @@ Usage (CUDA GPU, repository root)::
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --host --out host.json
 
 Default mode: for each shape, forward and forward+backward times
-(``triton.testing.do_bench`` median) of flashattn2 (deterministic, and with
-``deterministic=False``), SDPA CUDNN_ATTENTION and SDPA FLASH_ATTENTION, with the
-ratios cuDNN/ours and FLASH/ours (> 1: flashattn2 faster). Inputs are random
-bf16 unless the shape says otherwise; every implementation sees the same tensors.
+(``triton.testing.do_bench`` median) of flashattn2, SDPA CUDNN_ATTENTION, SDPA
+FLASH_ATTENTION, and what PyTorch runs when asked for determinism
+(``torch.use_deterministic_algorithms(True)``: SDPA's default choice, which is
+then FLASH in its deterministic mode, cuDNN refusing), with the ratios
+cuDNN/ours and FLASH/ours (> 1: flashattn2 faster). Inputs are random bf16;
+every implementation sees the same tensors.
 
 ``--first-call``: the wall time of the first forward and the first backward in a
 fresh process with an empty ``TRITON_CACHE_DIR`` (compilation included), per
@@ -24,6 +26,7 @@ choice), each timed over many calls.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -63,23 +66,27 @@ def forward_flops(b, h, n, d, causal) -> float:
     return 4 * b * h * n * n * d / (2 if causal else 1)
 
 
+def sdpa(q, k, v, causal):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+
+
+@contextlib.contextmanager
+def torch_deterministic():
+    """``torch.use_deterministic_algorithms(True)`` inside, as a user who needs reproducible gradients sets it."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 def implementations() -> dict:
-    def ours(deterministic):
-        def run(q, k, v, causal):
-            return flash_attention(q, k, v, causal=causal, deterministic=deterministic)
-        return run
-
-    def sdpa(backend):
-        def run(q, k, v, causal):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
-        return run
-
+    """name -> (attention function, the context it runs in)."""
     return {
-        "flashattn2": ours(True),
-        "flashattn2_nondet": ours(False),
-        "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-        "flash": sdpa(SDPBackend.FLASH_ATTENTION),
+        "flashattn2": (lambda q, k, v, causal: flash_attention(q, k, v, causal=causal), contextlib.nullcontext),
+        "cudnn": (sdpa, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
+        "flash": (sdpa, lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
+        "torch_deterministic": (sdpa, torch_deterministic),
     }
 
 
@@ -101,15 +108,20 @@ def matrix(shapes) -> list[dict]:
         q, k, v, g = inputs(shape)
         causal = shape[-1]
         row = {"shape": shape}
-        for name, fn in impls.items():
+        for name, (fn, context) in impls.items():
+
+            def forward():
+                with torch.no_grad(), context():
+                    fn(q, k, v, causal)
+
+            def forward_backward():
+                with context():
+                    torch.autograd.grad(fn(q, k, v, causal), (q, k, v), g)
+
             try:
-                with torch.no_grad():
-                    fwd = time_ms(lambda: fn(q, k, v, causal))
-                fwd_bwd = time_ms(lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), g))
+                row[name] = {"fwd_ms": time_ms(forward), "fwd_bwd_ms": time_ms(forward_backward)}
             except RuntimeError as error:  # a backend that refuses the shape (e.g. FLASH with D = 256)
                 row[name] = {"error": str(error).splitlines()[0][:120]}
-                continue
-            row[name] = {"fwd_ms": fwd, "fwd_bwd_ms": fwd_bwd}
         ours = row["flashattn2"]
         flops = forward_flops(shape[0], shape[1], shape[3], shape[4], causal)
         ours["fwd_tflops"] = flops / ours["fwd_ms"] / 1e9
@@ -124,7 +136,7 @@ def print_row(row, flush=False) -> None:
     label = f"{b},{h}/{hkv},{n},{d},{'causal' if causal else 'full'}"
     for mode in ("fwd_ms", "fwd_bwd_ms"):
         cells = []
-        for name in ("flashattn2", "flashattn2_nondet", "cudnn", "flash"):
+        for name in ("flashattn2", "cudnn", "flash", "torch_deterministic"):
             cell = row[name]
             cells.append(f"{cell[mode]:9.3f}" if mode in cell else f"{'-':>9}")
         ours = row["flashattn2"][mode]
@@ -221,7 +233,7 @@ def main(argv=None) -> int:
     elif args.host:
         results["host"] = host_times()
     else:
-        print(f"{'shape (B,H/Hkv,N,D)':26} {'pass':8}{'ours':>9}{'nondet':>9}{'cuDNN':>9}{'FLASH':>9}  "
+        print(f"{'shape (B,H/Hkv,N,D)':26} {'pass':8}{'ours':>9}{'cuDNN':>9}{'FLASH':>9}{'det.':>9}  "
               f"cuDNN/ours FLASH/ours", flush=True)
         results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES)
     if args.out:

@@ -3,12 +3,13 @@
 Usage (on a CUDA GPU, from the repository root)::
 
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/tiles.py \
-        --shape 1 16 16384 64 --causal --extra-backward 64,128,8,3 --out tiles.json
+        --shape 1 16 16384 64 --causal --extra-dkdv 64,128,8,3 --out tiles.json
 
-For the forward kernel and for the backward (the preprocess kernel and the fused
-dK/dV/dQ kernel), each candidate configuration of ``flashattn2._configs`` that
-fits the GPU (plus any given with ``--extra-*``) is pinned, run once (compiled)
-and timed with ``triton.testing.do_bench`` (median). Configurations that fail to
+For the forward kernel, and for the backward with the dQ or the dK/dV kernel's
+configuration varied (the other at its default), each candidate configuration
+of ``flashattn2._configs`` that fits the GPU (plus any given with ``--extra-*``)
+is pinned, run once (compiled; the first-run time is printed) and timed with
+``triton.testing.do_bench`` (median). Backward times are both kernels'. Configurations that fail to
 compile or run out of resources are reported as such. The fastest of each kernel
 is what ``flashattn2._configs``' default table should hold for this shape's
 (head-dim bucket, dtype, causal).
@@ -25,10 +26,10 @@ import torch
 import triton
 
 from flashattn2._configs import Tile, candidate_tiles, default_tile
-from flashattn2._triton_backward import backward_tiles, triton_backward
-from flashattn2._triton_forward import forward_tiles, triton_forward
+from flashattn2._triton_backward import backward_plan, dkdv_tiles, dq_tiles, triton_backward
+from flashattn2._triton_forward import forward_plan, forward_tiles, triton_forward
 
-CHOOSERS = {"forward": forward_tiles, "backward": backward_tiles}
+CHOOSERS = {"forward": forward_tiles, "dq": dq_tiles, "dkdv": dkdv_tiles}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -42,7 +43,6 @@ def main(argv=None) -> int:
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--kernels", nargs="+", choices=CHOOSERS, default=list(CHOOSERS), help="which kernels to time")
-    parser.add_argument("--nondeterministic", action="store_true", help="time the atomic-add dQ backward")
     for name in CHOOSERS:
         parser.add_argument(f"--extra-{name}", type=parse_tile, nargs="*", default=[],
                             metavar="M,N,WARPS,STAGES", help=f"tiles to try besides the {name} candidates")
@@ -57,20 +57,20 @@ def main(argv=None) -> int:
     q, k, v, grad_out = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(4))
     scale = d**-0.5
     out, lse = triton_forward(q, k, v, args.causal, scale)
-    runs = {
-        "forward": lambda: triton_forward(q, k, v, args.causal, scale),
-        "backward": lambda: triton_backward(
-            grad_out, q, k, v, out, lse, args.causal, scale, not args.nondeterministic
-        ),
-    }
+    def backward():
+        return triton_backward(grad_out, q, k, v, out, lse, args.causal, scale)
+
+    runs = {"forward": lambda: triton_forward(q, k, v, args.causal, scale), "dq": backward, "dkdv": backward}
     print(f"shape B={b} H={h} N={n} D={d} causal={args.causal} {args.dtype}; ms = do_bench median", flush=True)
     rows = []
     for name in args.kernels:
         chooser = CHOOSERS[name]
-        default = default_tile(name, d, dtype, args.causal, q.device)
+        default = default_tile(name, d, dtype, q.device)
         best = None
         for tile in candidate_tiles(name, d, dtype, q.device) + getattr(args, f"extra_{name}"):
             chooser.pinned = tile
+            forward_plan.cache_clear()  # plans keep the tile they were built with
+            backward_plan.cache_clear()
             start = time.perf_counter()
             try:
                 runs[name]()
@@ -87,12 +87,13 @@ def main(argv=None) -> int:
             shown = f"{ms:8.3f} ms  (first run {compile_s:5.1f} s)" if ms is not None else f"{'-':>8}"
             print(f"  {name:8} {str(tuple(tile)):20} {shown}  {note}", flush=True)
         chooser.pinned = None
+        forward_plan.cache_clear()
+        backward_plan.cache_clear()
         print(f"  best {name}: {best}", flush=True)
 
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"shape": args.shape, "causal": args.causal, "dtype": args.dtype,
-                       "deterministic": not args.nondeterministic, "rows": rows, "triton": triton.__version__,
+            json.dump({"shape": args.shape, "causal": args.causal, "dtype": args.dtype, "rows": rows, "triton": triton.__version__,
                        "torch": torch.__version__, "device": torch.cuda.get_device_name()}, f, indent=1)
     return 0
 

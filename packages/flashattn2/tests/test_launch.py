@@ -1,59 +1,128 @@
-"""The launchers' plumbing: ``TunedLaunch`` (the autotuner runs once per key, later
-launches use its choice directly) and the guard for the kernels' 32-bit offsets."""
+"""The launchers' plumbing: launch plans, direct launches of compiled kernels, tile
+choice, and the guard for the kernels' 32-bit offsets (no GPU needed: the Triton
+JIT function is replaced by a recorder)."""
 
 import pytest
 import torch
-import triton
 
-from flashattn2._triton_common import TunedLaunch, within_int32_offsets
+import flashattn2._launch as launch_module
+from flashattn2._configs import Tile, default_tile, shared_memory_bytes
+from flashattn2._launch import CompiledLaunch, TileChooser
+from flashattn2._triton_common import contiguous_strides, needs_contiguous_copy
 
 
-class _RecordingKernel:
-    """Stands in for a ``triton.autotune`` kernel: records how it was launched."""
+class _RecordingJIT:
+    """Stands in for a ``@triton.jit`` function: ``fn[grid](...)`` records the launch and
+    returns a compiled kernel whose ``run`` records the direct launches."""
 
-    def __init__(self, best_config):
-        self.best_config = best_config
+    arg_names = ["X", "Y", "stride", "scale", "BLOCK", "MODE"]
+    __name__ = "kernel"
+
+    def __init__(self):
         self.launches = []
-        self.fn = self._Direct(self.launches)
+        recorder = self
+
+        class Compiled:
+            function, packed_metadata = "function", "metadata"
+
+            def run(self, *args):
+                recorder.launches.append(("direct", args))
+
+        self.compiled = Compiled()
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launches.append(("autotuner", grid, args, kwargs))
+        def launch(*args, **kwargs):
+            self.launches.append(("jit", grid, args, kwargs))
+            return self.compiled
 
-    class _Direct:
-        def __init__(self, launches):
-            self.launches = launches
-
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: self.launches.append(("direct", grid, args, kwargs))
+        return launch
 
 
-def test_first_launch_per_key_goes_through_the_autotuner_later_ones_use_its_choice():
-    config = triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=8, num_stages=3)
-    kernel = _RecordingKernel(config)
-    launch = TunedLaunch(kernel)
-    grid = (4, 2)
-    launch(("key", 1), grid, "x", 7, HEAD_DIM=16)
-    launch(("key", 1), grid, "x", 7, HEAD_DIM=16)
-    launch(("key", 2), grid, "y", 8, HEAD_DIM=32)
-    launch.forget()
-    launch(("key", 1), grid, "x", 7, HEAD_DIM=16)
+def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(monkeypatch):
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)  # CPU builds lack it
+    fn = _RecordingJIT()
+    tile = Tile(64, 32, 8, 3)
+    launch = CompiledLaunch(fn, (5, 2, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, tile)
+    x, y = torch.randn(3), torch.randn(3)
+    launch(x, y)
+    launch(y, x)
 
-    assert [how for how, *_ in kernel.launches] == ["autotuner", "direct", "autotuner", "autotuner"]
-    _, direct_grid, args, kwargs = kernel.launches[1]
-    assert direct_grid == grid and args == ("x", 7)
-    assert kwargs == {"HEAD_DIM": 16, **config.all_kwargs()}  # what triton.autotune passes to its kernel
-    assert kwargs["BLOCK_M"] == 64 and kwargs["num_warps"] == 8
+    (how, grid, args, kwargs), (direct, run_args) = fn.launches
+    assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
+    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3}
+    assert direct == "direct"
+    # grid, stream, function, metadata, launch metadata and hooks (none listen), then every argument in order
+    assert run_args[:9] == (5, 2, 1, 1234, "function", "metadata", None, None, None)
+    assert run_args[9] is y and run_args[10] is x and run_args[11:] == (16, 0.5, 64, 1)
+
+
+def test_constexprs_out_of_order_are_refused():
+    launch = CompiledLaunch(_RecordingJIT(), (1, 1, 1), (16, 0.5), {"MODE": 1, "BLOCK": 64}, Tile(16, 16, 4, 1))
+    with pytest.raises(TypeError, match=r"constexprs must be \['BLOCK', 'MODE'\] in order"):
+        launch(torch.randn(1), torch.randn(1))
+
+
+def test_plans_are_cached_per_layout_and_alignment():
+    from flashattn2._triton_forward import forward_plan
+
+    layout = ((1, 2, 40, 16), (1280, 640, 16, 1), (1, 2, 40, 16), (1280, 640, 16, 1), (1280, 640, 16, 1),
+              torch.float32, torch.device("cpu"), True, 0.25)
+    plan = forward_plan(*layout, (True, True, True))
+    assert forward_plan(*layout, (True, True, True)) is plan
+    assert forward_plan(*layout, (True, False, True)) is not plan  # another compiled kernel specialization
+
+
+def test_tile_chooser_uses_the_table_without_autotuning(monkeypatch):
+    monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
+    chooser = TileChooser()
+
+    def never(tile):
+        raise AssertionError("a default choice must not run the kernel")
+
+    tile = chooser.choose(("key",), never, "forward", 64, torch.bfloat16, torch.device("cpu"))
+    assert tile == default_tile("forward", 64, torch.bfloat16, torch.device("cpu"))
+
+
+def test_tile_chooser_times_the_candidates_once_per_key_when_autotuning(monkeypatch):
+    monkeypatch.setenv("FLASHATTN2_AUTOTUNE", "1")
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    candidates = [Tile(128, 64, 8, 3), Tile(64, 64, 4, 2), Tile(32, 32, 4, 1)]
+    monkeypatch.setattr(launch_module, "candidate_tiles", lambda *args: candidates)
+    timed = []
+
+    def fake_bench(fn, **kwargs):
+        fn()
+        return {Tile(128, 64, 8, 3): 2.0, Tile(64, 64, 4, 2): 1.0, Tile(32, 32, 4, 1): 3.0}[timed[-1]]
+
+    monkeypatch.setattr(launch_module.triton.testing, "do_bench", fake_bench)
+    chooser = TileChooser()
+    for _ in range(2):
+        tile = chooser.choose(("key",), timed.append, "forward", 64, torch.bfloat16, torch.device("cpu"))
+        assert tile == Tile(64, 64, 4, 2)
+    assert timed == candidates  # tuned once, on the first call of the key
+
+
+def test_every_hopper_default_fits_an_h100_and_is_a_candidate():
+    from flashattn2._configs import _CANDIDATES, _HOPPER_DEFAULTS
+
+    h100_shared_memory = 227 * 1024  # per block, compute capability 9.0 (CUDA C++ Programming Guide)
+    for kernel, table in _HOPPER_DEFAULTS.items():
+        for (bucket, element_size), tile in table.items():
+            assert shared_memory_bytes(kernel, tile, bucket, element_size) <= h100_shared_memory, (kernel, bucket)
+            assert tile in _CANDIDATES[kernel], (kernel, tile)  # so that autotuning can keep it
 
 
 def test_views_whose_offsets_overflow_int32_are_copied():
-    # Meta tensors: the layouts of multi-GiB tensors, without their memory.
-    packed = torch.empty_strided((1, 2, 3, 16), (0, 16, 2**20, 1), device="meta")
-    assert within_int32_offsets(packed, "q") is packed  # last row at 2 * 2**20: fine as it is
-    wide = torch.empty_strided((1, 2, 3, 16), (0, 16, 2**30 + 64, 1), device="meta")
-    copied = within_int32_offsets(wide, "k")  # last row past 2**31
-    assert copied.is_contiguous() and copied.shape == wide.shape
-    largest = torch.empty((1, 1, 2**24, 128), device="meta")  # N * D = 2**31: the last offset fits
-    assert within_int32_offsets(largest, "v") is largest
-    too_long = torch.empty((1, 1, 2**24 + 1, 128), device="meta")
+    # Layouts of multi-GiB tensors, without their memory.
+    assert not needs_contiguous_copy((1, 2, 3, 16), (0, 16, 2**20, 1), "q")  # last row at 2 * 2**20: fine
+    assert needs_contiguous_copy((1, 2, 3, 16), (0, 16, 2**30 + 64, 1), "k")  # last row past 2**31
+    assert not needs_contiguous_copy((1, 1, 2**24, 128), contiguous_strides((1, 1, 2**24, 128)), "v")  # 2**31
     with pytest.raises(ValueError, match=r"v has 16777217 x 128 elements per \(batch, head\)"):
-        within_int32_offsets(too_long, "v")
+        needs_contiguous_copy((1, 1, 2**24 + 1, 128), (0, 0, 129, 1), "v")
+
+
+def test_contiguous_strides_match_torch():
+    for shape in ((2, 3, 5, 7), (1, 0, 4, 8), (3, 1, 1, 2)):
+        assert contiguous_strides(shape) == torch.empty(shape).stride()

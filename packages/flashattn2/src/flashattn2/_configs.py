@@ -3,11 +3,12 @@
 A :class:`Tile` is what a kernel launch needs besides its arguments: the query
 and key rows per program (``block_m``, ``block_n``), the warps per program and
 the software-pipelining depth. :func:`default_tile` looks one up in a table of
-configurations measured per (GPU generation, head-dim bucket, element size,
-causal), so that the first call of a new shape compiles one configuration per
+configurations measured per (GPU generation, head-dim bucket, element size),
+so that the first call of a new shape compiles one configuration per
 kernel and runs, with no tuning. ``FLASHATTN2_AUTOTUNE=1`` makes the launchers
 time :func:`candidate_tiles` on the call's own inputs instead (see
-:mod:`flashattn2._launch`).
+:mod:`flashattn2._launch`). The kernels: ``"forward"``, and the backward's
+``"dq"`` and ``"dkdv"``.
 """
 
 from __future__ import annotations
@@ -33,41 +34,27 @@ class Tile(NamedTuple):
 # still span several tiles, ragged last tiles and diagonal tiles.
 INTERPRETER_TILE = Tile(16, 16, 4, 1)
 
-# Head dimensions are bucketed by the padded width the kernels tile with.
+# Head dimensions are bucketed by the padded width the kernels tile with (16 joins 32).
 HEAD_DIM_BUCKETS = (32, 64, 128, 256)
 
-# The defaults, per kernel, keyed by (head-dim bucket, bytes per element, causal),
-# for Hopper (compute capability 9.x). Each entry is the fastest configuration of
-# benchmarks/tiles.py at a representative shape on an H100 (BENCHMARKS.md lists
-# the measurements; bucket 32 reuses 64's tiles).
-_HOPPER_DEFAULTS: dict[str, dict[tuple[int, int, bool], Tile]] = {
+# The defaults, per kernel, keyed by (head-dim bucket, bytes per element),
+# for Hopper (compute capability 9.x). 16-bit entries at head dims 64 and 128 are
+# the fastest configuration of benchmarks/tiles.py on an H100 at (B, H, N) =
+# (1, 16, 16384) and (4, 16, 4096), causal (BENCHMARKS.md); bucket 32 uses 64's.
+# The others (head dim 256, fp32) are the largest candidates that fit the shared
+# memory, not timed against the rest.
+_HOPPER_DEFAULTS: dict[str, dict[tuple[int, int], Tile]] = {
     "forward": {
-        (64, 2, True): Tile(128, 64, 8, 4),
-        (64, 2, False): Tile(128, 64, 8, 4),
-        (128, 2, True): Tile(128, 64, 8, 3),
-        (128, 2, False): Tile(128, 64, 8, 3),
-        (256, 2, True): Tile(64, 64, 4, 2),
-        (256, 2, False): Tile(64, 64, 4, 2),
-        (64, 4, True): Tile(64, 64, 4, 2),
-        (64, 4, False): Tile(64, 64, 4, 2),
-        (128, 4, True): Tile(64, 32, 4, 2),
-        (128, 4, False): Tile(64, 32, 4, 2),
-        (256, 4, True): Tile(32, 32, 4, 1),
-        (256, 4, False): Tile(32, 32, 4, 1),
+        (64, 2): Tile(128, 64, 8, 4), (128, 2): Tile(128, 64, 8, 4), (256, 2): Tile(64, 64, 4, 2),
+        (64, 4): Tile(64, 64, 4, 2), (128, 4): Tile(64, 32, 4, 2), (256, 4): Tile(32, 32, 4, 1),
     },
-    "backward": {
-        (64, 2, True): Tile(64, 128, 8, 2),
-        (64, 2, False): Tile(64, 128, 8, 2),
-        (128, 2, True): Tile(64, 128, 8, 2),
-        (128, 2, False): Tile(64, 128, 8, 2),
-        (256, 2, True): Tile(32, 64, 4, 1),
-        (256, 2, False): Tile(32, 64, 4, 1),
-        (64, 4, True): Tile(32, 64, 4, 1),
-        (64, 4, False): Tile(32, 64, 4, 1),
-        (128, 4, True): Tile(32, 64, 4, 1),
-        (128, 4, False): Tile(32, 64, 4, 1),
-        (256, 4, True): Tile(16, 32, 4, 1),
-        (256, 4, False): Tile(16, 32, 4, 1),
+    "dq": {
+        (64, 2): Tile(128, 64, 8, 3), (128, 2): Tile(128, 64, 8, 3), (256, 2): Tile(64, 32, 4, 2),
+        (64, 4): Tile(64, 32, 4, 2), (128, 4): Tile(64, 32, 4, 1), (256, 4): Tile(32, 16, 4, 1),
+    },
+    "dkdv": {
+        (64, 2): Tile(64, 64, 4, 2), (128, 2): Tile(64, 64, 4, 2), (256, 2): Tile(32, 64, 4, 1),
+        (64, 4): Tile(32, 64, 4, 1), (128, 4): Tile(32, 64, 4, 1), (256, 4): Tile(16, 32, 4, 1),
     },
 }
 
@@ -76,26 +63,29 @@ _HOPPER_DEFAULTS: dict[str, dict[tuple[int, int, bool], Tile]] = {
 # capability 8.6/8.9), not tuned.
 _PORTABLE_DEFAULTS: dict[str, dict[int, Tile]] = {
     "forward": {32: Tile(64, 64, 4, 2), 64: Tile(64, 64, 4, 2), 128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 1)},
-    "backward": {32: Tile(32, 64, 4, 1), 64: Tile(32, 64, 4, 1), 128: Tile(32, 32, 4, 1), 256: Tile(16, 32, 4, 1)},
+    "dq": {32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2), 128: Tile(64, 32, 4, 1), 256: Tile(32, 16, 4, 1)},
+    "dkdv": {32: Tile(32, 64, 4, 1), 64: Tile(32, 64, 4, 1), 128: Tile(32, 32, 4, 1), 256: Tile(16, 32, 4, 1)},
 }
 
-# Candidates timed with FLASHATTN2_AUTOTUNE=1 (the defaults are among them). The
-# ranges follow the Triton fused-attention tutorial's search space: BLOCK_M 64/128
-# with BLOCK_N 32..128 for the forward; for the backward, whose programs keep a key
-# tile resident and stream query tiles, BLOCK_N 64/128 with BLOCK_M 16..128.
+# Candidates timed with FLASHATTN2_AUTOTUNE=1. They follow the Triton
+# fused-attention tutorial's search space: BLOCK_M 64/128 with BLOCK_N 32..128
+# for programs that keep a query tile (forward, dQ); dK/dV programs keep a key
+# tile and stream query tiles, the tutorial's backward split 32x128 the other way.
 _CANDIDATES: dict[str, list[Tile]] = {
     "forward": [
         Tile(128, 64, 8, 4), Tile(128, 64, 8, 3), Tile(128, 64, 4, 3), Tile(128, 128, 8, 3),
         Tile(128, 128, 8, 2), Tile(128, 32, 4, 3), Tile(64, 64, 4, 3), Tile(64, 64, 4, 2),
         Tile(64, 32, 4, 2), Tile(32, 32, 4, 1),
     ],
-    "backward": [
-        Tile(64, 128, 8, 2), Tile(64, 128, 8, 3), Tile(128, 128, 8, 2), Tile(32, 128, 4, 2),
-        Tile(32, 128, 8, 2), Tile(64, 64, 4, 2), Tile(64, 64, 4, 3), Tile(32, 64, 4, 2),
-        Tile(32, 64, 4, 1), Tile(16, 64, 4, 1), Tile(16, 32, 4, 1),
+    "dq": [
+        Tile(128, 64, 8, 3), Tile(128, 32, 4, 3), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3),
+        Tile(64, 64, 4, 2), Tile(64, 32, 4, 3), Tile(64, 32, 4, 2), Tile(64, 32, 4, 1), Tile(32, 16, 4, 1),
+    ],
+    "dkdv": [
+        Tile(64, 64, 4, 2), Tile(64, 64, 4, 3), Tile(32, 128, 4, 3), Tile(64, 128, 8, 3),
+        Tile(128, 128, 8, 2), Tile(32, 64, 4, 3), Tile(32, 64, 4, 1), Tile(16, 64, 4, 2), Tile(16, 32, 4, 1),
     ],
 }
-
 
 def autotuning() -> bool:
     """True when ``FLASHATTN2_AUTOTUNE=1``: time the candidates for each new key instead of using the table."""
@@ -111,15 +101,16 @@ def shared_memory_bytes(kernel: str, tile: Tile, block_d: int, element_size: int
     """Shared memory a program of ``kernel`` needs with ``tile``, counted in tile rows.
 
     The forward keeps its Q tile and streams one K and one V tile per pipeline
-    stage; the backward keeps its K and V tiles and streams one Q and one dO tile
-    per stage, plus its fp32 dQ tile. Triton's own scratch (layout conversions,
-    barriers) is not counted: callers keep a margin.
+    stage; dQ keeps Q and dO and streams K and V; dK/dV keeps K and V and streams
+    Q and dO. Triton's own scratch (layout conversions, barriers) is not counted:
+    callers keep a margin.
     """
-    row = block_d * element_size
-    stages = max(tile.num_stages, 1)
-    if kernel == "forward":
-        return row * (tile.block_m + 2 * tile.block_n * stages)
-    return row * (2 * tile.block_n + 2 * tile.block_m * stages) + tile.block_m * block_d * 4
+    resident, streamed = {
+        "forward": (tile.block_m, 2 * tile.block_n),
+        "dq": (2 * tile.block_m, 2 * tile.block_n),
+        "dkdv": (2 * tile.block_n, 2 * tile.block_m),
+    }[kernel]
+    return block_d * element_size * (resident + streamed * max(tile.num_stages, 1))
 
 
 # The part of a block's shared memory left to our tiles: Triton's scratch takes
@@ -145,13 +136,13 @@ def fits(kernel: str, tile: Tile, block_d: int, element_size: int, device: torch
     return needed <= SHARED_MEMORY_MARGIN * max_shared_memory(device)
 
 
-def default_tile(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, device: torch.device) -> Tile:
-    """The shipped configuration of ``kernel`` (``"forward"`` or ``"backward"``) for these inputs."""
+def default_tile(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.device) -> Tile:
+    """The shipped configuration of ``kernel`` (``"forward"``, ``"dq"`` or ``"dkdv"``) for these inputs."""
     if KERNELS_INTERPRETED:
         return INTERPRETER_TILE
     bucket = head_dim_bucket(head_dim)
     if torch.cuda.get_device_capability(device)[0] == 9:
-        return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize, causal)]
+        return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize)]
     return _PORTABLE_DEFAULTS[kernel][bucket]
 
 

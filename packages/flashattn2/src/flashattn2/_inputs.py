@@ -96,6 +96,18 @@ def check_attention_inputs(
     return float(softmax_scale)
 
 
+_capabilities: dict[int, tuple[int, int]] = {}
+
+
+def _capability(device: torch.device) -> tuple[int, int]:
+    """``torch.cuda.get_device_capability(device)``, asked once per device (it costs host time on every call)."""
+    index = torch.cuda.current_device() if device.index is None else device.index
+    capability = _capabilities.get(index)
+    if capability is None:
+        capability = _capabilities[index] = torch.cuda.get_device_capability(index)
+    return capability
+
+
 def check_triton_device(device: torch.device) -> None:
     """Raise ``ValueError`` unless the Triton kernels can run on ``device``."""
     if device.type == "cpu":
@@ -114,35 +126,29 @@ def check_triton_device(device: torch.device) -> None:
         return
     if device.type != "cuda":
         raise ValueError(f"the Triton backend needs CUDA (or CPU with TRITON_INTERPRET=1) tensors; got {device}")
-    if torch.version.hip is None and torch.cuda.get_device_capability(device) < MIN_CUDA_CAPABILITY:
-        major, minor = torch.cuda.get_device_capability(device)
+    if torch.version.hip is None and _capability(device) < MIN_CUDA_CAPABILITY:
+        major, minor = _capability(device)
         raise ValueError(
             f"the Triton backend needs a CUDA GPU of compute capability >= 8.0; {device} has {major}.{minor}: "
             "use backend='pytorch'"
         )
 
 
-def _with_head_dim(x: torch.Tensor, has_heads: bool) -> torch.Tensor:
-    """The kernels' layout: a tensor of the (B, N, D) layout (``has_heads=False``) gets a head
-    dimension of size 1, (B, N, D) -> (B, 1, N, D) and L's (B, N) -> (B, 1, N), as a view."""
-    return x if has_heads else x.unsqueeze(1)
-
-
 def forward_any_layout(forward, q, k, v, causal: bool, softmax_scale: float):
     """Run ``forward`` (a :func:`~flashattn2.reference.tiled_forward`-like function of the
     (B, H, N, D) layout) on validated q, k, v of either layout: -> (O with q's shape,
-    L with ``q.shape[:-1]``)."""
-    has_heads = q.dim() == 4
-    out, lse = forward(*(_with_head_dim(x, has_heads) for x in (q, k, v)), causal, softmax_scale)
-    return out.view(q.shape), lse.view(q.shape[:-1])
+    L with ``q.shape[:-1]``). The (B, N, D) layout runs as (B, 1, N, D) views."""
+    if q.dim() == 4:
+        return forward(q, k, v, causal, softmax_scale)
+    out, lse = forward(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), causal, softmax_scale)
+    return out.squeeze(1), lse.squeeze(1)
 
 
 def backward_any_layout(backward, grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float, *options):
     """Run ``backward`` (a :func:`~flashattn2._triton_backward.triton_backward`-like function of
     the (B, H, N, D) layout, called with ``*options`` after its scale) on tensors of either
     layout: -> (dq, dk, dv) with the shapes of q, k, v."""
-    has_heads = q.dim() == 4
-    dq, dk, dv = backward(
-        *(_with_head_dim(x, has_heads) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale, *options
-    )
-    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
+    if q.dim() == 4:
+        return backward(grad_out, q, k, v, out, lse, causal, softmax_scale, *options)
+    grads = backward(*(x.unsqueeze(1) for x in (grad_out, q, k, v, out, lse)), causal, softmax_scale, *options)
+    return tuple(x.squeeze(1) for x in grads)

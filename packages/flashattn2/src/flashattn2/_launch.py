@@ -1,17 +1,24 @@
 """Launching the Triton kernels with little host time, and choosing their tiles.
 
-:class:`KernelLauncher` launches a ``@triton.jit`` function the way
-``fn[grid](*args, **kwargs)`` does, but after the first launch of each
-specialization it calls the compiled kernel directly. ``JITFunction.run`` binds
-every argument, asks Triton's C++ specializer about each one and builds a cache
-key from them on every call: about 75 µs of host time per launch of our kernels
-(Triton 3.6, cProfile on the H100 machine), more than a short sequence's kernel
-takes on the GPU. The key here is a tuple of the same facts, computed in Python:
-what Triton specializes on (an integer equal to 1 or divisible by 16, whether it
-needs 64 bits; a tensor's dtype and 16-byte alignment), plus the constexprs and
-the launch options.
+A launcher (``triton_forward``, ``triton_backward``) looks up a *plan* for its
+inputs' layout: shapes, strides, dtype, device, mask, scale and the 16-byte
+alignment of each input pointer (``functools.lru_cache``, :data:`PLAN_CACHE_SIZE`
+layouts). A plan holds what depends on nothing else: the tile, the grid, the
+scalar arguments, and for each kernel a :class:`CompiledLaunch`. A call then
+only allocates its outputs and launches with its tensors.
 
-:class:`TileChooser` picks the tile of a launcher: the shipped default of
+:class:`CompiledLaunch` launches a ``@triton.jit`` function with fixed scalar
+arguments and constexprs. Its first call goes through Triton's JIT
+(``fn[grid](...)``), which compiles the kernel or finds it in Triton's cache and
+launches it; later calls launch that compiled kernel directly. Going through
+``JITFunction.run`` on every call (binding ~40 arguments, asking Triton's
+specializer about each, building a cache key) cost about 75 µs of host time per
+launch on the H100 machine (Triton 3.6, cProfile), more than a short
+sequence's kernel takes on the GPU. The direct launch is valid for every call
+of a plan because a plan's key holds everything Triton specializes a kernel on:
+integer arguments (shapes and strides) and tensor dtypes and alignments.
+
+:class:`TileChooser` picks a plan's tile: the shipped default of
 :mod:`flashattn2._configs`, or with ``FLASHATTN2_AUTOTUNE=1`` the fastest
 candidate timed on the first call's own inputs.
 """
@@ -26,74 +33,75 @@ import triton
 from flashattn2._configs import Tile, autotuning, candidate_tiles, default_tile
 from flashattn2._triton_common import KERNELS_INTERPRETED
 
-# Integers outside this range are passed to the kernels as 64-bit values.
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# Layouts whose plans are kept (least recently used dropped first). A plan is a
+# few hundred bytes; the bound keeps a process that sees ever new lengths (a
+# growing KV cache, say) from growing without limit.
+PLAN_CACHE_SIZE = 4096
 
 
-def _specialization(args: tuple) -> tuple:
-    """What Triton specializes a compiled kernel on, for each runtime argument."""
-    key = []
-    for arg in args:
-        kind = type(arg)
-        if kind is int:
-            key.append((arg == 1, arg % 16 == 0, _INT32_MIN <= arg <= _INT32_MAX))
-        elif kind is float:
-            key.append(None)
-        else:  # a tensor
-            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-    return tuple(key)
+def on_its_device(run: Callable, device: torch.device, *args):
+    """``run(*args)`` with ``device`` current: Triton launches on the current CUDA device."""
+    if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
+        return run(*args)
+    with torch.cuda.device(device):
+        return run(*args)
 
 
-class KernelLauncher:
-    """``launch(grid, *args, tile=..., **constexprs)``: one ``@triton.jit`` function, launched cheaply.
+def alignment(x: torch.Tensor) -> bool:
+    """Whether ``x``'s data pointer is 16-byte aligned (Triton specializes kernels on it)."""
+    return x.data_ptr() % 16 == 0
 
-    ``args`` are the kernel's runtime arguments in order (tensors, Python ints and
-    floats); ``constexprs`` its remaining ``tl.constexpr`` parameters, passed by
-    name in the order the kernel declares them; ``tile`` supplies ``num_warps`` and
-    ``num_stages``. Under Triton's interpreter every launch goes through the
-    interpreter.
+
+class CompiledLaunch:
+    """``launch(*tensors)``: one ``@triton.jit`` kernel with a fixed grid, scalars and constexprs.
+
+    Arguments:
+        fn: the ``@triton.jit`` function; its parameters are the tensors, then
+            ``scalars``, then ``constexprs`` (by name, in declaration order).
+        grid: ``(x, y, z)`` programs.
+        scalars: the Python ints and floats that follow the tensors.
+        constexprs: the ``tl.constexpr`` parameters.
+        tile: ``num_warps`` and ``num_stages``.
+
+    Under Triton's interpreter every call goes through the interpreter.
     """
 
-    def __init__(self, fn) -> None:
-        self.fn = fn
-        self._compiled: dict[tuple, object] = {}
+    def __init__(self, fn, grid: tuple[int, int, int], scalars: tuple, constexprs: dict, tile: Tile) -> None:
+        self.fn, self.grid, self.scalars, self.constexprs, self.tile = fn, grid, scalars, constexprs, tile
+        self.trailing = (*scalars, *constexprs.values())
+        self.kernel = None
 
-    def __call__(self, grid: tuple[int, int, int], *args, tile: Tile, **constexprs) -> None:
-        if KERNELS_INTERPRETED:
-            self.fn[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
-            return
-        key = (tile.num_warps, tile.num_stages, *constexprs.values(), _specialization(args))
-        kernel = self._compiled.get(key)
-        if kernel is None:
-            self._check_constexpr_order(len(args), constexprs)
-            # The first launch of this specialization: Triton compiles (or finds it in
-            # its cache) and launches; later launches call the compiled kernel below.
-            self._compiled[key] = self.fn[grid](
-                *args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if self.kernel is None:
+            names = self.fn.arg_names[len(tensors) + len(self.scalars) :]
+            if list(self.constexprs) != names:
+                raise TypeError(f"{self.fn.__name__}: constexprs must be {names} in order; got {list(self.constexprs)}")
+            kernel = self.fn[self.grid](
+                *tensors, *self.scalars, **self.constexprs, num_warps=self.tile.num_warps,
+                num_stages=self.tile.num_stages,
             )
+            if not KERNELS_INTERPRETED:
+                self.kernel = kernel
             return
+        kernel = self.kernel
         stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
         hooks = triton.knobs.runtime
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
         if enter.calls or leave.calls:  # a profiler listens (e.g. Triton's proton)
-            metadata = kernel.launch_metadata(grid, stream, *args, *constexprs.values())
+            metadata = kernel.launch_metadata(self.grid, stream, *tensors, *self.trailing)
         else:
             metadata, enter, leave = None, None, None
+        grid = self.grid
         kernel.run(
             grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata, enter, leave,
-            *args, *constexprs.values(),
+            *tensors, *self.trailing,
         )
-
-    def _check_constexpr_order(self, num_args: int, constexprs: dict) -> None:
-        expected = self.fn.arg_names[num_args:]
-        if list(constexprs) != expected:
-            raise TypeError(f"{self.fn.__name__}: constexprs must be {expected} in this order; got {list(constexprs)}")
 
 
 class TileChooser:
     """The tile of one kernel for each tuning key, chosen on the key's first call.
 
-    ``choose(key, run, kernel, head_dim, dtype, causal, device)``: without
+    ``choose(key, run, kernel, head_dim, dtype, device)``: without
     ``FLASHATTN2_AUTOTUNE=1`` the table's default (``run`` is not called); with
     it, the fastest of the candidates that fit the device, each timed as
     ``run(tile)`` (a function that launches the kernel with ``tile``, and
@@ -109,7 +117,7 @@ class TileChooser:
 
     def choose(
         self, key: tuple, run: Callable[[Tile], object], kernel: str, head_dim: int, dtype: torch.dtype,
-        causal: bool, device: torch.device,
+        device: torch.device,
     ) -> Tile:
         if self.pinned is not None:
             return self.pinned
@@ -118,7 +126,7 @@ class TileChooser:
             if autotuning() and not KERNELS_INTERPRETED:
                 tile = self._fastest(run, candidate_tiles(kernel, head_dim, dtype, device))
             else:
-                tile = default_tile(kernel, head_dim, dtype, causal, device)
+                tile = default_tile(kernel, head_dim, dtype, device)
             self._chosen[key] = tile
         return tile
 

@@ -21,8 +21,8 @@ from flashattn2._triton_forward import triton_forward
 from flashattn2.reference import tiled_backward, tiled_forward
 
 
-def _pytorch_backward(grad_out, q, k, v, out, lse, causal, softmax_scale, deterministic, one_allocation):
-    """The tiled PyTorch backward in the Triton launcher's signature (it is deterministic, one way)."""
+def _pytorch_backward(grad_out, q, k, v, out, lse, causal, softmax_scale, one_allocation):
+    """The tiled PyTorch backward in the Triton launcher's signature."""
     return tiled_backward(grad_out, q, k, v, out, lse, causal, softmax_scale)
 
 
@@ -40,14 +40,11 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, backend: str)
     return forward_any_layout(IMPLEMENTATIONS[backend][0], q, k, v, causal, softmax_scale)
 
 
-def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float, backend: str,
-                       deterministic: bool):
+def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float, backend: str):
     """-> ``(dq, dk, dv)`` with the shapes of q, k, v."""
     if torch.compiler.is_compiling():
-        return _backward_op(grad_out, q, k, v, out, lse, causal, softmax_scale, backend, deterministic)
-    return backward_any_layout(
-        IMPLEMENTATIONS[backend][1], grad_out, q, k, v, out, lse, causal, softmax_scale, deterministic, True
-    )
+        return _backward_op(grad_out, q, k, v, out, lse, causal, softmax_scale, backend)
+    return backward_any_layout(IMPLEMENTATIONS[backend][1], grad_out, q, k, v, out, lse, causal, softmax_scale, True)
 
 
 @torch.library.custom_op("flashattn2::attention_forward", mutates_args=())
@@ -73,14 +70,11 @@ def _backward_op(
     causal: bool,
     softmax_scale: float,
     backend: str,
-    deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # An operator's outputs may not alias each other: three allocations.
-    return backward_any_layout(
-        IMPLEMENTATIONS[backend][1], grad_out, q, k, v, out, lse, causal, softmax_scale, deterministic, False
-    )
+    return backward_any_layout(IMPLEMENTATIONS[backend][1], grad_out, q, k, v, out, lse, causal, softmax_scale, False)
 
 
 @_backward_op.register_fake
-def _(grad_out, q, k, v, out, lse, causal, softmax_scale, backend, deterministic):
+def _(grad_out, q, k, v, out, lse, causal, softmax_scale, backend):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)

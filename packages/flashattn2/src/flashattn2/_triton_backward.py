@@ -10,106 +10,57 @@ logsumexp ``L`` (``P_ij = exp(scale * q_i . k_j - L_i)``), the gradients are
     dQ = scale * dS K
     dK = scale * dS^T Q
 
-1. ``_preprocess_kernel`` computes ``Delta`` once per query row and resets the
-   counters of the next kernel.
-2. ``_backward_kernel``: one program per key/value tile keeps K, V, dK and dV
-   on chip and walks the query tiles (and, with grouped-query attention, every
-   query head that shares its k/v head). Each step does the five tile products
-   above and adds the step's contribution ``dS K`` to that query tile's dQ,
-   kept in an fp32 workspace.
+1. ``_dq_kernel``: one program per query tile computes the tile's ``Delta``
+   (stored for the next kernel) and its dQ, looping over the key tiles.
+2. ``_dkdv_kernel``: one program per key/value tile, looping over the query
+   tiles (and, with grouped-query attention, over every query head that shares
+   this k/v head), accumulating dK and dV in registers.
 
-Deterministic dQ: the contributions to one query tile are added in increasing
-key-tile order. A counter per query tile says how many key tiles have added
-theirs; a program waits until the count equals its key tile's index, adds, and
-increments it. The first key tile writes the workspace without reading it, the
-last one (the last key tile that sees the query tile) writes the final dQ in the
-input dtype; so identical inputs give bitwise-identical gradients. Each program
-walks its query tiles from the last down, so neighbouring key tiles reach the
-same query tile at the same step and a wait is one read-modify-write of the
-previous key tile. Programs take their work in the order they start (an atomic
-ticket), key tile 0 of every (batch, head) first: a program only ever waits for
-one that started before it, which is running or done, so the waits cannot
-deadlock whatever order the GPU schedules programs in. With
-``deterministic=False`` the contributions are added with floating-point atomic
-adds in whatever order they arrive (and a third kernel converts the workspace),
-as FlashAttention-2 and -3 do by default.
-
-The causal split (unmasked tiles, masked diagonal tiles, skipped tiles) mirrors
-the forward kernel.
+Each output element is written by exactly one program and summed in a fixed
+order: there are no atomics, so identical inputs give bitwise-identical
+gradients. The price is that both kernels compute ``S`` and ``dP``: seven tile
+products per (query tile, key tile) pair instead of the five of a single pass
+that adds dQ across key tiles (benchmarks/NOTES.md has the measurements of
+such a kernel, with ordered and with atomic dQ accumulation, which lost at every
+shape tried). The causal split (unmasked tiles, masked diagonal tiles, skipped
+tiles) mirrors the forward kernel.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
-from flashattn2._launch import KernelLauncher, TileChooser
+from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
     LOG2_E_IN_KERNEL,
     bf16_ready,
+    contiguous_strides,
     dot_mode,
     head_dim_block,
+    key_ranges,
     load_tile,
+    needs_contiguous_copy,
     seq_len_bucket,
     tile_dot,
-    within_int32_offsets,
+    visible_keys,
 )
 
 
 @triton.jit
-def _preprocess_kernel(
-    O, DO, DELTA, COUNTERS, DQ_ACC,
-    stride_ob, stride_oh, stride_on, stride_od,
-    stride_gb, stride_gh, stride_gn, stride_gd,
-    H, N_Q,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, DETERMINISTIC: tl.constexpr,
-):
-    """One program per query tile of one (batch, head).
-
-    ``Delta[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d]`` in fp32 (DELTA
-    contiguous ``(B, H, Nq)``); then, for the backward kernel, the tile's dQ
-    counter set to 0 (deterministic; program (0, 0) also resets the ticket
-    counter ``COUNTERS[0]``) or its rows of the dQ workspace zeroed (atomic adds).
-    """
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // H).to(tl.int64)
-    h = (pid_bh % H).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-    o = tl.load(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od,
-                mask=mask, other=0.0)
-    do = tl.load(DO + b * stride_gb + h * stride_gh + offs_m[:, None] * stride_gn + offs_d[None, :] * stride_gd,
-                 mask=mask, other=0.0)
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-    tl.store(DELTA + pid_bh.to(tl.int64) * N_Q + offs_m, delta, mask=offs_m < N_Q)
-    num_m = tl.num_programs(0)
-    if DETERMINISTIC:
-        tl.store(COUNTERS + 1 + pid_bh * num_m + pid_m, 0)
-        if pid_m + pid_bh == 0:
-            tl.store(COUNTERS, 0)
-    else:
-        acc_rows = pid_bh.to(tl.int64) * num_m * BLOCK_M + offs_m
-        tl.store(DQ_ACC + acc_rows[:, None] * BLOCK_D + offs_d[None, :], tl.zeros([BLOCK_M, BLOCK_D], tl.float32))
-
-
-@triton.jit
-def _backward_tile(
+def _dkdv_tile(
     dk, dv, k, v,
-    q_base, do_base, lse_base, delta_base, dq_base, acc_base, counter_base,
-    stride_qn, stride_qd, stride_gn, stride_gd, stride_dqn, stride_dqd,
-    start_m, pid_n, last_n, offs_n, offs_d, N_Q, KV_SHIFT, qk_scale_log2, softmax_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr, DETERMINISTIC: tl.constexpr,
+    q_base, do_base, lse_base, delta_base,
+    stride_qn, stride_qd, stride_gn, stride_gd,
+    start_m, offs_n, offs_d, N_Q, qk_scale_log2, KV_SHIFT,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
 ):
-    """One query tile's step for a key tile: add to dK and dV, and this key tile's share of the query tile's dQ.
-
-    Scores are transposed (keys x queries). ``last_n``: the last key tile that sees
-    this query tile, the one that writes its final dQ.
-    """
+    """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = load_tile(q_base, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
     do = load_tile(do_base, offs_m, offs_d, stride_gn, stride_gd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
@@ -129,62 +80,28 @@ def _backward_tile(
         p_t = tl.where(visible, p_t, 0.0)
     dv += tile_dot(bf16_ready(p_t, DOT_MODE).to(do.dtype), do, DOT_MODE)
     dp_t = tile_dot(v, tl.trans(do), DOT_MODE)
-    ds_t = bf16_ready(p_t * (dp_t - delta[None, :]), DOT_MODE).to(q.dtype)
-    dk += tile_dot(ds_t, q, DOT_MODE)
-    dq = tile_dot(tl.trans(ds_t), k, DOT_MODE)  # (BLOCK_M, BLOCK_D), still to be multiplied by the scale
-
-    # The workspace holds whole padded tiles: no masks.
-    acc_ptrs = acc_base + offs_m[:, None] * BLOCK_D + offs_d[None, :]
-    if DETERMINISTIC:
-        counter = counter_base + start_m // BLOCK_M
-        while tl.atomic_add(counter, 0, sem="acquire") != pid_n:  # key tiles 0 .. pid_n - 1 have added theirs
-            pass
-        if pid_n > 0:
-            dq += tl.load(acc_ptrs, cache_modifier=".cg")  # L2, where the previous key tile's stores are
-        if pid_n == last_n:
-            dq_ptrs = dq_base + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
-            dq_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-            tl.store(dq_ptrs, bf16_ready(dq * softmax_scale, DOT_MODE).to(q.dtype), mask=dq_mask)
-        else:
-            tl.store(acc_ptrs, dq, cache_modifier=".cg")
-        tl.debug_barrier()  # every thread's stores, before the release below
-        tl.atomic_xchg(counter, pid_n + 1, sem="release")
-    else:
-        tl.atomic_add(acc_ptrs, dq, sem="relaxed")
+    ds_t = p_t * (dp_t - delta[None, :])
+    dk += tile_dot(bf16_ready(ds_t, DOT_MODE).to(q.dtype), q, DOT_MODE)
     return dk, dv
 
 
 @triton.jit
-def _backward_kernel(
-    Q, K, V, DO, LSE, DELTA, DQ, DK, DV, DQ_ACC, COUNTERS,
+def _dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,
     stride_qb, stride_qh, stride_qn, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
     stride_gb, stride_gh, stride_gn, stride_gd,
-    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
     stride_dkb, stride_dkh, stride_dkn, stride_dkd,
     stride_dvb, stride_dvh, stride_dvn, stride_dvd,
     qk_scale_log2, softmax_scale,
     H, KV_GROUP, N_Q, N_K,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DETERMINISTIC: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """One program: dK, dV of one key tile of one (batch, k/v head), and its share of dQ.
-
-    LSE and DELTA are contiguous ``(B, H, Nq)``; DQ_ACC is fp32 ``(B * H, num_m *
-    BLOCK_M, BLOCK_D)``; COUNTERS is int32: the ticket counter, then one dQ
-    counter per query tile of each (batch, head).
-    """
-    num_n = tl.cdiv(N_K, BLOCK_N)
-    num_m = tl.cdiv(N_Q, BLOCK_M)
-    bh_kv_count = tl.num_programs(0) // num_n
-    if DETERMINISTIC:
-        ticket = tl.atomic_add(COUNTERS, 1)  # the order programs start in
-    else:
-        ticket = tl.program_id(0)
-    # Key tile 0 of every (batch, k/v head) first: in causal attention it sees the most query tiles.
-    pid_n = ticket // bh_kv_count
-    pid_bhk = ticket % bh_kv_count
+    """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq)."""
+    pid_n = tl.program_id(0)
+    pid_bhk = tl.program_id(1)
     h_kv_count = H // KV_GROUP
     b = (pid_bhk // h_kv_count).to(tl.int64)
     h_kv = (pid_bhk % h_kv_count).to(tl.int64)
@@ -193,17 +110,17 @@ def _backward_kernel(
 
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    k = load_tile(K + b * stride_kb + h_kv * stride_kh, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM,
-                  BLOCK_D, True)
-    v = load_tile(V + b * stride_vb + h_kv * stride_vh, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM,
-                  BLOCK_D, True)
+    kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
+    k_base = K + b * stride_kb + h_kv * stride_kh
+    v_base = V + b * stride_vb + h_kv * stride_vh
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, True)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, True)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     # Query tiles in three segments: [first_m, diag_end) crosses the causal
     # diagonal (masked), [diag_end, full_end) is complete and fully visible
-    # (unmasked), [tail_start, N_Q) is the ragged last tile (masked). They are
-    # walked from the last query tile down.
+    # (unmasked), [tail_start, N_Q) is the ragged last tile (masked).
     if CAUSAL:
         # Queries i < n0 - kv_shift see none of this key tile; i >= n0 + BLOCK_N - 1 - kv_shift see all of it.
         first_m = (tl.maximum(n0 - kv_shift, 0) // BLOCK_M) * BLOCK_M
@@ -212,62 +129,38 @@ def _backward_kernel(
         first_m = 0
         diag_end = 0
     full_end = (N_Q // BLOCK_M) * BLOCK_M
-    masked_end = tl.minimum(diag_end, num_m * BLOCK_M)
+    masked_end = tl.minimum(diag_end, tl.cdiv(N_Q, BLOCK_M) * BLOCK_M)
     tail_start = tl.maximum(diag_end, full_end)
 
-    for start_m in range(tail_start, N_Q, BLOCK_M):  # at most one tile
-        # The last key tile that sees query tile start_m (key tiles seen by a query tile are a prefix).
-        last_n = num_n - 1
-        if CAUSAL:
-            last_n = tl.minimum(last_n, (start_m + BLOCK_M - 1 + kv_shift) // BLOCK_N)
-        for g in range(KV_GROUP):  # every query head that shares this k/v head, in a fixed order
-            h = h_kv * KV_GROUP + g
-            row_offset = (b * H + h) * N_Q
-            dk, dv = _backward_tile(
-                dk, dv, k, v,
-                Q + b * stride_qb + h * stride_qh, DO + b * stride_gb + h * stride_gh,
-                LSE + row_offset, DELTA + row_offset, DQ + b * stride_dqb + h * stride_dqh,
-                DQ_ACC + (b * H + h) * num_m * BLOCK_M * BLOCK_D, COUNTERS + 1 + (b * H + h) * num_m,
-                stride_qn, stride_qd, stride_gn, stride_gd, stride_dqn, stride_dqd,
-                start_m, pid_n, last_n, offs_n, offs_d, N_Q, kv_shift, qk_scale_log2, softmax_scale,
-                HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE, DETERMINISTIC,
+    for g in range(KV_GROUP):  # every query head that shares this k/v head, in a fixed order
+        h = h_kv * KV_GROUP + g
+        q_base = Q + b * stride_qb + h * stride_qh
+        do_base = DO + b * stride_gb + h * stride_gh
+        row_offset = (b * H + h) * N_Q
+        lse_base = LSE + row_offset
+        delta_base = DELTA + row_offset
+        for start_m in range(first_m, masked_end, BLOCK_M):
+            dk, dv = _dkdv_tile(
+                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                stride_qn, stride_qd, stride_gn, stride_gd,
+                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
+                HEAD_DIM, BLOCK_M, BLOCK_D, True, CAUSAL, DOT_MODE,
             )
-    for step in range(0, (full_end - diag_end) // BLOCK_M):
-        start_m = full_end - (step + 1) * BLOCK_M
-        last_n = num_n - 1
-        if CAUSAL:
-            last_n = tl.minimum(last_n, (start_m + BLOCK_M - 1 + kv_shift) // BLOCK_N)
-        for g in range(KV_GROUP):
-            h = h_kv * KV_GROUP + g
-            row_offset = (b * H + h) * N_Q
-            dk, dv = _backward_tile(
-                dk, dv, k, v,
-                Q + b * stride_qb + h * stride_qh, DO + b * stride_gb + h * stride_gh,
-                LSE + row_offset, DELTA + row_offset, DQ + b * stride_dqb + h * stride_dqh,
-                DQ_ACC + (b * H + h) * num_m * BLOCK_M * BLOCK_D, COUNTERS + 1 + (b * H + h) * num_m,
-                stride_qn, stride_qd, stride_gn, stride_gd, stride_dqn, stride_dqd,
-                start_m, pid_n, last_n, offs_n, offs_d, N_Q, kv_shift, qk_scale_log2, softmax_scale,
-                HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE, DETERMINISTIC,
+        for start_m in range(diag_end, full_end, BLOCK_M):
+            dk, dv = _dkdv_tile(
+                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                stride_qn, stride_qd, stride_gn, stride_gd,
+                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
+                HEAD_DIM, BLOCK_M, BLOCK_D, False, CAUSAL, DOT_MODE,
             )
-    for step in range(0, (masked_end - first_m) // BLOCK_M):
-        start_m = masked_end - (step + 1) * BLOCK_M
-        last_n = num_n - 1
-        if CAUSAL:
-            last_n = tl.minimum(last_n, (start_m + BLOCK_M - 1 + kv_shift) // BLOCK_N)
-        for g in range(KV_GROUP):
-            h = h_kv * KV_GROUP + g
-            row_offset = (b * H + h) * N_Q
-            dk, dv = _backward_tile(
-                dk, dv, k, v,
-                Q + b * stride_qb + h * stride_qh, DO + b * stride_gb + h * stride_gh,
-                LSE + row_offset, DELTA + row_offset, DQ + b * stride_dqb + h * stride_dqh,
-                DQ_ACC + (b * H + h) * num_m * BLOCK_M * BLOCK_D, COUNTERS + 1 + (b * H + h) * num_m,
-                stride_qn, stride_qd, stride_gn, stride_gd, stride_dqn, stride_dqd,
-                start_m, pid_n, last_n, offs_n, offs_d, N_Q, kv_shift, qk_scale_log2, softmax_scale,
-                HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE, DETERMINISTIC,
+        for start_m in range(tail_start, N_Q, BLOCK_M):
+            dk, dv = _dkdv_tile(
+                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                stride_qn, stride_qd, stride_gn, stride_gd,
+                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
+                HEAD_DIM, BLOCK_M, BLOCK_D, True, CAUSAL, DOT_MODE,
             )
 
-    kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
     dk = dk * softmax_scale
     tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
              bf16_ready(dk, DOT_MODE).to(DK.dtype.element_ty), mask=kv_mask)
@@ -276,30 +169,191 @@ def _backward_kernel(
 
 
 @triton.jit
-def _dq_from_workspace_kernel(
-    DQ_ACC, DQ,
-    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
-    softmax_scale, H, N_Q,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, DOT_MODE: tl.constexpr,
+def _dq_tile(
+    dq, q, do, lse, delta,
+    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+    start_n, offs_m, offs_d, N_K, qk_scale_log2, KV_SHIFT,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
 ):
-    """``deterministic=False``: dQ = scale * workspace, in the output dtype (one program per query tile)."""
-    pid_m = tl.program_id(0)
+    """Add one key tile's contribution to a query tile's dQ (without the final scale)."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
+    p = tl.exp2(s - lse[:, None] * LOG2_E_IN_KERNEL)
+    if MASKED:
+        visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
+        p = tl.where(visible, p, 0.0)  # see _dkdv_tile: p can be +inf where masked
+    dp = tile_dot(do, tl.trans(v), DOT_MODE)
+    ds = p * (dp - delta[:, None])
+    dq += tile_dot(bf16_ready(ds, DOT_MODE).to(k.dtype), k, DOT_MODE)
+    return dq
+
+
+@triton.jit
+def _dq_kernel(
+    Q, K, V, O, DO, LSE, DELTA, DQ,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    stride_gb, stride_gh, stride_gn, stride_gd,
+    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
+    qk_scale_log2, softmax_scale,
+    H, KV_GROUP, N_Q, N_K,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """One program: Delta and dQ of one query tile of one (batch, head). LSE and DELTA are contiguous (B, H, Nq).
+
+    ``Delta_i = rowsum(dO_i * O_i)`` (fp32) is computed from the dO tile the
+    program loads anyway and stored for the dK/dV kernel, which runs next.
+    """
+    num_m = tl.cdiv(N_Q, BLOCK_M)
+    pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)  # heavy tiles first
     pid_bh = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    h_kv = h // KV_GROUP
+    m0 = pid_m * BLOCK_M
+    kv_shift = N_K - N_Q
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    acc_rows = pid_bh.to(tl.int64) * tl.num_programs(0) * BLOCK_M + offs_m
-    dq = tl.load(DQ_ACC + acc_rows[:, None] * BLOCK_D + offs_d[None, :]) * softmax_scale
+    row_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+    q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, True)
+    do_base = DO + b * stride_gb + h * stride_gh
+    do = load_tile(do_base, offs_m, offs_d, stride_gn, stride_gd, N_Q, HEAD_DIM, BLOCK_D, True)
+    row_offset = pid_bh.to(tl.int64) * N_Q
+    lse = tl.load(LSE + row_offset + offs_m, mask=offs_m < N_Q, other=0.0)
+    o = load_tile(O + b * stride_ob + h * stride_oh, offs_m, offs_d, stride_on, stride_od, N_Q, HEAD_DIM, BLOCK_D, True)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + row_offset + offs_m, delta, mask=offs_m < N_Q)
+    k_base = K + b * stride_kb + h_kv * stride_kh
+    v_base = V + b * stride_vb + h_kv * stride_vh
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    unmasked_end, end = key_ranges(m0, N_K, kv_shift, BLOCK_M, BLOCK_N, CAUSAL)
+
+    for start_n in range(0, unmasked_end, BLOCK_N):
+        dq = _dq_tile(
+            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE,
+        )
+    for start_n in range(unmasked_end, end, BLOCK_N):
+        dq = _dq_tile(
+            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE,
+        )
+
+    dq = dq * softmax_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd,
-             bf16_ready(dq, DOT_MODE).to(DQ.dtype.element_ty),
-             mask=(offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM))
+             bf16_ready(dq, DOT_MODE).to(DQ.dtype.element_ty), mask=row_mask)
 
 
-launch_preprocess = KernelLauncher(_preprocess_kernel)
-launch_backward = KernelLauncher(_backward_kernel)
-launch_dq_from_workspace = KernelLauncher(_dq_from_workspace_kernel)
-backward_tiles = TileChooser()
+dq_tiles = TileChooser()
+dkdv_tiles = TileChooser()
+
+
+class BackwardPlan:
+    """The backward for one layout: ``plan(grad_out, q, k, v, out, lse) -> (dq, dk, dv)``; see :func:`triton_backward`.
+
+    Built from the layout alone; the tiles are chosen on the first call, which sees
+    the tensors (autotuning times them).
+    """
+
+    def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device,
+                 causal, softmax_scale):
+        batch, heads, n_q, head_dim = q_shape
+        kv_heads, n_k = k_shape[1], k_shape[2]
+        self.q_shape, self.k_shape, self.dtype, self.device = q_shape, k_shape, dtype, device
+        self.causal, self.head_dim = causal, head_dim
+        self.sizes = (batch * heads * n_q * head_dim, batch * kv_heads * n_k * head_dim)
+        self.empty = 0 in q_shape or 0 in k_shape
+        # The first n_q - n_k queries see no key when causal: no key tile writes their dQ.
+        self.zero_dq = causal and n_q > n_k
+        shapes = (q_shape, k_shape, k_shape, q_shape, q_shape)
+        strides = (q_stride, k_stride, v_stride, out_stride, grad_stride)
+        self.copy = tuple(
+            needs_contiguous_copy(shape, stride, name)
+            for shape, stride, name in zip(shapes, strides, ("q", "k", "v", "out", "grad_out"))
+        )
+        q_stride, k_stride, v_stride, out_stride, grad_stride = (
+            contiguous_strides(shape) if copy else stride for shape, stride, copy in zip(shapes, strides, self.copy)
+        )
+        dq_stride, dkv_stride = contiguous_strides(q_shape), contiguous_strides(k_shape)
+        shared = (softmax_scale * LOG2_E, softmax_scale, heads, heads // max(kv_heads, 1), n_q, n_k)
+        self.dq_scalars = (*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *shared)
+        self.dkdv_scalars = (*q_stride, *k_stride, *v_stride, *grad_stride, *dkv_stride, *dkv_stride, *shared)
+        self.delta_size = batch * heads * n_q
+        self.grids = (n_q, batch * heads), (n_k, batch * kv_heads)
+        self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
+        self.launch_dq = self.launch_dkdv = None
+
+    def _constexprs(self, tile) -> dict:
+        return dict(HEAD_DIM=self.head_dim, BLOCK_D=head_dim_block(self.head_dim), CAUSAL=self.causal,
+                    DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n)
+
+    def compiled_dq(self, tile) -> CompiledLaunch:
+        rows, programs = self.grids[0]
+        grid = (triton.cdiv(rows, tile.block_m), programs, 1)
+        return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, self._constexprs(tile), tile)
+
+    def compiled_dkdv(self, tile) -> CompiledLaunch:
+        rows, programs = self.grids[1]
+        grid = (triton.cdiv(rows, tile.block_n), programs, 1)
+        return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile)
+
+    def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
+        size_q, size_kv = self.sizes
+        if one_allocation:
+            grads = torch.empty(size_q + 2 * size_kv, dtype=self.dtype, device=self.device)
+            dq = grads[:size_q].view(self.q_shape)
+            dk = grads[size_q : size_q + size_kv].view(self.k_shape)
+            dv = grads[size_q + size_kv :].view(self.k_shape)
+        else:
+            dq = torch.empty(self.q_shape, dtype=self.dtype, device=self.device)
+            dk, dv = (torch.empty(self.k_shape, dtype=self.dtype, device=self.device) for _ in range(2))
+        if self.empty:  # no query or no key: O does not depend on the inputs, every gradient is zero
+            return dq.zero_(), dk.zero_(), dv.zero_()
+        if self.zero_dq:
+            dq.zero_()
+        if True in self.copy:
+            q, k, v, out, grad_out = (
+                x.contiguous() if copy else x for x, copy in zip((q, k, v, out, grad_out), self.copy)
+            )
+        delta = torch.empty(self.delta_size, dtype=torch.float32, device=self.device)
+        lse = lse.contiguous()
+        if self.launch_dq is None:
+            self._choose_tiles(grad_out, q, k, v, out, lse, delta, dq, dk, dv)
+        self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # also writes Delta, which dK/dV reads
+        self.launch_dkdv(q, k, v, grad_out, lse, delta, dk, dv)
+        return dq, dk, dv
+
+    def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
+        args = (self.tile_key, self.head_dim, self.dtype, self.device)
+        key, rest = args[0], args[1:]
+        dq_tile = dq_tiles.choose(
+            key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq", *rest
+        )
+        self.launch_dq = self.compiled_dq(dq_tile)
+        self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # Delta, for timing the dK/dV candidates
+        dkdv_tile = dkdv_tiles.choose(
+            key, lambda t: self.compiled_dkdv(t)(q, k, v, grad_out, lse, delta, dk, dv), "dkdv", *rest
+        )
+        self.launch_dkdv = self.compiled_dkdv(dkdv_tile)
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def backward_plan(q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device, causal,
+                  softmax_scale, aligned):
+    """The cached :class:`BackwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments)
+    is part of the key only: the compiled kernels a plan launches are specialized on it."""
+    return BackwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device,
+                        causal, softmax_scale)
 
 
 def triton_backward(
@@ -311,7 +365,6 @@ def triton_backward(
     lse: torch.Tensor,
     causal: bool,
     softmax_scale: float,
-    deterministic: bool = True,
     one_allocation: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention backward with the Triton kernels.
@@ -321,8 +374,6 @@ def triton_backward(
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; the forward's inputs.
         lse: ``(B, H, Nq)`` float32, the forward's logsumexp (natural log).
         causal, softmax_scale: as in the forward.
-        deterministic: add the dQ contributions in a fixed order (bitwise
-            reproducible) rather than with floating-point atomic adds.
         one_allocation: allocate dq, dk and dv as views of one buffer (one
             allocation instead of three); ``False`` for callers whose outputs may
             not alias each other (``torch.library`` operators).
@@ -330,58 +381,8 @@ def triton_backward(
     Returns:
         ``(dq, dk, dv)``, contiguous, with the shapes and dtype of q, k and v.
     """
-    batch, heads, n_q, head_dim = q.shape
-    kv_heads, n_k = k.shape[1], k.shape[2]
-    size_q, size_kv = q.numel(), k.numel()
-    if one_allocation:
-        grads = torch.empty(size_q + 2 * size_kv, dtype=q.dtype, device=q.device)
-        dq = grads[:size_q].view(q.shape)
-        dk = grads[size_q : size_q + size_kv].view(k.shape)
-        dv = grads[size_q + size_kv :].view(k.shape)
-    else:
-        dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))
-    if size_q == 0 or size_kv == 0:
-        # No query or no key: O does not depend on the inputs, every gradient is zero.
-        return dq.zero_(), dk.zero_(), dv.zero_()
-    if causal and n_q > n_k:
-        dq.zero_()  # the first n_q - n_k queries see no key: no key tile writes their dQ
-
-    q, k, v = within_int32_offsets(q, "q"), within_int32_offsets(k, "k"), within_int32_offsets(v, "v")
-    out, grad_out = within_int32_offsets(out, "out"), within_int32_offsets(grad_out, "grad_out")
-    lse = lse.contiguous()
-    block_d = head_dim_block(head_dim)
-    mode = dot_mode(q.dtype)
-
-    def launch(tile):
-        num_m, num_n = triton.cdiv(n_q, tile.block_m), triton.cdiv(n_k, tile.block_n)
-        # One fp32 allocation: the dQ workspace (whole padded tiles), Delta, and the
-        # int32 counters (the ticket, then one per query tile).
-        acc_size = batch * heads * num_m * tile.block_m * block_d
-        delta_size = batch * heads * n_q
-        workspace = torch.empty(acc_size + delta_size + 1 + batch * heads * num_m, dtype=torch.float32,
-                                device=q.device)
-        dq_acc = workspace[:acc_size]
-        delta = workspace[acc_size : acc_size + delta_size]
-        counters = workspace[acc_size + delta_size :].view(torch.int32)
-        launch_preprocess(
-            (num_m, batch * heads, 1), out, grad_out, delta, counters, dq_acc,
-            *out.stride(), *grad_out.stride(), heads, n_q, tile=tile,
-            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=tile.block_m, DETERMINISTIC=deterministic,
-        )
-        launch_backward(
-            (num_n * batch * kv_heads, 1, 1),
-            q, k, v, grad_out, lse, delta, dq, dk, dv, dq_acc, counters,
-            *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(), *dk.stride(), *dv.stride(),
-            softmax_scale * LOG2_E, softmax_scale, heads, heads // kv_heads, n_q, n_k, tile=tile,
-            HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, DOT_MODE=mode,
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, DETERMINISTIC=deterministic,
-        )
-        if not deterministic:
-            launch_dq_from_workspace(
-                (num_m, batch * heads, 1), dq_acc, dq, *dq.stride(), softmax_scale, heads, n_q, tile=tile,
-                HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=tile.block_m, DOT_MODE=mode,
-            )
-
-    key = (head_dim, q.dtype, causal, q.device, seq_len_bucket(max(n_q, n_k)), deterministic)
-    launch(backward_tiles.choose(key, launch, "backward", head_dim, q.dtype, causal, q.device))
-    return dq, dk, dv
+    plan = backward_plan(
+        q.shape, q.stride(), k.shape, k.stride(), v.stride(), out.stride(), grad_out.stride(), q.dtype, q.device,
+        causal, softmax_scale, (alignment(q), alignment(k), alignment(v), alignment(out), alignment(grad_out)),
+    )
+    return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)

@@ -8,8 +8,8 @@
   what the kernels apply before converting fp32 tiles to their output dtype;
 - :func:`head_dim_block`: the padded head dimension the kernels tile with;
   :func:`seq_len_bucket`: the sequence-length part of an autotuning key;
-- :func:`within_int32_offsets`: the launchers' guard for the kernels' 32-bit
-  offsets within one (batch, head);
+- :func:`needs_contiguous_copy`: the launchers' guard for the kernels' 32-bit
+  offsets within one (batch, head); :func:`contiguous_strides`;
 - :func:`load_tile`, :func:`key_ranges`, :func:`visible_keys`: tile loads with
   the padding masks, the causal split of a query tile's key loop, and its mask.
 """
@@ -137,8 +137,8 @@ def seq_len_bucket(n: int) -> int:
 MAX_INT32 = 2**31 - 1
 
 
-def within_int32_offsets(x: torch.Tensor, name: str) -> torch.Tensor:
-    """``x`` (B, H, N, D) as it is, or a contiguous copy where its strides overflow the kernels' offsets.
+def needs_contiguous_copy(shape: tuple[int, ...], stride: tuple[int, ...], name: str) -> bool:
+    """Whether a (B, H, N, D) tensor of this layout must be copied (made contiguous) for the kernels.
 
     A view with large row strides (a packed QKV buffer of a long sequence with
     many heads, say) can place its last row of a (batch, head) more than
@@ -148,15 +148,24 @@ def within_int32_offsets(x: torch.Tensor, name: str) -> torch.Tensor:
     Raises:
         ValueError: even the contiguous layout is too large (``N * D > 2**31``).
     """
-    n, d = x.shape[2], x.shape[3]
-    if (n - 1) * x.stride(2) + (d - 1) * x.stride(3) <= MAX_INT32:  # the last element's offset
-        return x
+    n, d = shape[2], shape[3]
+    if (n - 1) * stride[2] + (d - 1) * stride[3] <= MAX_INT32:  # the last element's offset
+        return False
     if n * d - 1 > MAX_INT32:
         raise ValueError(
             f"flash_attention: {name} has {n} x {d} elements per (batch, head), more than the Triton kernels' "
             f"32-bit offsets reach (2**31); split the sequence, or use backend='pytorch'"
         )
-    return x.contiguous()
+    return True
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``, in elements."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 @triton.jit

@@ -20,11 +20,13 @@ first, which shortens the tail of the launch.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
-from flashattn2._launch import KernelLauncher, TileChooser
+from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
     bf16_ready,
@@ -32,10 +34,11 @@ from flashattn2._triton_common import (
     head_dim_block,
     key_ranges,
     load_tile,
+    contiguous_strides,
+    needs_contiguous_copy,
     seq_len_bucket,
     tile_dot,
     visible_keys,
-    within_int32_offsets,
 )
 
 
@@ -130,8 +133,69 @@ def _forward_kernel(
     tl.store(lse_ptrs, lse, mask=offs_m < N_Q)
 
 
-launch_forward = KernelLauncher(_forward_kernel)
 forward_tiles = TileChooser()
+
+
+class ForwardPlan:
+    """The forward for one input layout: ``plan(q, k, v) -> (O, L)``; see :func:`triton_forward`.
+
+    Built from the layout alone (shapes, strides, dtype, device, mask, scale); the
+    tile is chosen on the first call, which sees the tensors (autotuning times
+    them).
+    """
+
+    def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale):
+        batch, heads, n_q, head_dim = q_shape
+        kv_heads, n_k = k_shape[1], k_shape[2]
+        self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
+        self.dtype, self.device, self.causal, self.head_dim = dtype, device, causal, head_dim
+        # Views whose (batch, head) spans past the kernels' 32-bit offsets are copied (needs_contiguous_copy).
+        self.copy = tuple(
+            needs_contiguous_copy(shape, stride, name)
+            for shape, stride, name in ((q_shape, q_stride, "q"), (k_shape, k_stride, "k"), (k_shape, v_stride, "v"))
+        )
+        q_stride, k_stride, v_stride = (
+            contiguous_strides(shape) if copy else stride
+            for shape, stride, copy in zip((q_shape, k_shape, k_shape), (q_stride, k_stride, v_stride), self.copy)
+        )
+        self.scalars = (
+            *q_stride, *k_stride, *v_stride, *contiguous_strides(q_shape), *contiguous_strides(self.lse_shape),
+            softmax_scale * LOG2_E, heads, heads // max(kv_heads, 1), n_q, n_k,
+        )
+        self.grid_m, self.grid_bh = n_q, batch * heads
+        self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
+        self.launch = None
+
+    def compiled_launch(self, tile) -> CompiledLaunch:
+        return CompiledLaunch(
+            _forward_kernel, (triton.cdiv(self.grid_m, tile.block_m), self.grid_bh, 1), self.scalars,
+            dict(HEAD_DIM=self.head_dim, BLOCK_D=head_dim_block(self.head_dim), CAUSAL=self.causal,
+                 DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n),
+            tile,
+        )
+
+    def __call__(self, q, k, v):
+        o = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
+        lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
+        if o.numel() == 0:
+            return o, lse
+        if True in self.copy:
+            q, k, v = (x.contiguous() if copy else x for x, copy in zip((q, k, v), self.copy))
+        if self.launch is None:
+            tile = forward_tiles.choose(
+                self.tile_key, lambda t: self.compiled_launch(t)(q, k, v, o, lse), "forward", self.head_dim,
+                self.dtype, self.device,
+            )
+            self.launch = self.compiled_launch(tile)
+        self.launch(q, k, v, o, lse)
+        return o, lse
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def forward_plan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned):
+    """The cached :class:`ForwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments)
+    is part of the key only: the compiled kernel a plan launches is specialized on it."""
+    return ForwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale)
 
 
 def triton_forward(
@@ -142,7 +206,7 @@ def triton_forward(
     Arguments:
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)`` with ``H % Hkv == 0``; any
             strides (a view whose (batch, head) spans more than 2**31 elements is
-            copied: see ``within_int32_offsets``); fp16, bf16 or fp32 (all three
+            copied: see ``needs_contiguous_copy``); fp16, bf16 or fp32 (all three
             the same), already validated.
         causal: bottom-right aligned causal mask.
         softmax_scale: multiplies ``q . k`` before the softmax.
@@ -152,27 +216,8 @@ def triton_forward(
         float32, the natural-log logsumexp of each row's scaled scores (``-inf``
         for a row that sees no key).
     """
-    batch, heads, n_q, head_dim = q.shape
-    kv_heads, n_k = k.shape[1], k.shape[2]
-    o = torch.empty((batch, heads, n_q, head_dim), dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-    if o.numel() == 0:
-        return o, lse
-    q, k, v = within_int32_offsets(q, "q"), within_int32_offsets(k, "k"), within_int32_offsets(v, "v")
-    args = (
-        q, k, v, o, lse,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse.stride(),
-        softmax_scale * LOG2_E,
-        heads, heads // kv_heads, n_q, n_k,
+    plan = forward_plan(
+        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, softmax_scale,
+        (alignment(q), alignment(k), alignment(v)),
     )
-
-    def launch(tile):
-        launch_forward(
-            (triton.cdiv(n_q, tile.block_m), batch * heads, 1), *args, tile=tile,
-            HEAD_DIM=head_dim, BLOCK_D=head_dim_block(head_dim), CAUSAL=causal, DOT_MODE=dot_mode(q.dtype),
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-        )
-
-    key = (head_dim, q.dtype, causal, q.device, seq_len_bucket(max(n_q, n_k)))
-    launch(forward_tiles.choose(key, launch, "forward", head_dim, q.dtype, causal, q.device))
-    return o, lse
+    return on_its_device(plan, q.device, q, k, v)

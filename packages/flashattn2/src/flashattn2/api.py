@@ -47,7 +47,6 @@ def flash_attention(
     causal: bool = False,
     softmax_scale: float | None = None,
     backend: str = "auto",
-    deterministic: bool = True,
 ) -> torch.Tensor:
     """Scaled dot-product attention, ``softmax(scale * q k^T [+ causal mask]) v``, computed by FlashAttention-2.
 
@@ -69,13 +68,6 @@ def flash_attention(
             ``TRITON_INTERPRET=1`` was set before flashattn2 was imported and
             still is, else the tiled PyTorch implementation), ``"triton"`` or
             ``"pytorch"``.
-        deterministic: the Triton backward sums each query tile's dq over the
-            key tiles in a fixed order, so identical inputs give bitwise-identical
-            gradients (default). ``False`` lets it add them with floating-point
-            atomic adds in whatever order they arrive, as FlashAttention-2 and -3
-            do by default (faster at some shapes: see BENCHMARKS.md; results vary
-            in the last bits from run to run). The PyTorch backend is always
-            deterministic.
 
     Returns:
         O with q's shape, dtype and device (contiguous). Differentiable in q, k, v,
@@ -100,7 +92,5 @@ def flash_attention(
     """
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool; got {type(deterministic).__name__}")
     scale = check_attention_inputs(q, k, v, softmax_scale)
-    return ScaledAttention.apply(q, k, v, causal, scale, resolve_backend(backend, q.device), deterministic)
+    return ScaledAttention.apply(q, k, v, causal, scale, resolve_backend(backend, q.device))

@@ -1,7 +1,7 @@
 """The ``torch.autograd.Function`` behind every entry point, and the two public ones.
 
 :class:`ScaledAttention` is the one path: ``apply(q, k, v, causal,
-softmax_scale, backend, deterministic)`` on validated inputs with a resolved
+softmax_scale, backend)`` on validated inputs with a resolved
 backend. It saves exactly q, k, v, O and the logsumexp L (float32, shape
 ``q.shape[:-1]``) for backward and runs the kernels through
 :mod:`flashattn2._ops` (directly in eager mode, as ``torch.library`` operators
@@ -44,27 +44,24 @@ def _refuse_differentiation(grads: tuple[torch.Tensor, ...]) -> tuple[torch.Tens
 
 
 class ScaledAttention(torch.autograd.Function):
-    """``apply(q, k, v, causal, softmax_scale, backend, deterministic) -> O`` (q's shape).
+    """``apply(q, k, v, causal, softmax_scale, backend) -> O`` (q's shape).
 
     Inputs already checked by :func:`~flashattn2._inputs.check_attention_inputs`;
-    ``backend`` ``"triton"`` or ``"pytorch"``, already resolved for their device;
-    ``deterministic`` chooses how the Triton backward sums dq.
+    ``backend`` ``"triton"`` or ``"pytorch"``, already resolved for their device.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, causal: bool, softmax_scale: float, backend: str, deterministic: bool):
+    def forward(ctx, q, k, v, causal: bool, softmax_scale: float, backend: str):
         out, lse = attention_forward(q, k, v, causal, softmax_scale, backend)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal, ctx.softmax_scale, ctx.backend, ctx.deterministic = causal, softmax_scale, backend, deterministic
+        ctx.causal, ctx.softmax_scale, ctx.backend = causal, softmax_scale, backend
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         with torch.no_grad():
-            grads = attention_backward(
-                grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend, ctx.deterministic
-            )
-        return *_refuse_differentiation(grads), None, None, None, None
+            grads = attention_backward(grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
+        return *_refuse_differentiation(grads), None, None, None
 
 
 def _validated_scale(q, k, v, is_causal) -> float:
@@ -91,7 +88,7 @@ class FlashAttention2PyTorch(ScaledAttention):
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
         scale = _validated_scale(q, k, v, is_causal)
-        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "pytorch", True)
+        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "pytorch")
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -115,7 +112,7 @@ class FlashAttention2Triton(ScaledAttention):
     def forward(ctx, q, k, v, is_causal=False):
         scale = _validated_scale(q, k, v, is_causal)
         check_triton_device(q.device)
-        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "triton", True)
+        return ScaledAttention.forward(ctx, q, k, v, is_causal, scale, "triton")
 
     @staticmethod
     def backward(ctx, grad_out):
