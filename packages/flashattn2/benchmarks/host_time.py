@@ -7,8 +7,10 @@ Usage (CUDA GPU, repository root)::
 Host milliseconds per call (many calls enqueued, then one synchronization) of:
 the launchers alone (forward; backward on the main thread and in a second Python
 thread, as autograd runs it), the public API forward, and forward+backward
-through ``torch.autograd.grad`` with autograd's device threads on and off; SDPA
-alongside. Then a cProfile of the forward+backward, sorted by own time.
+through ``torch.autograd.grad`` with autograd's device threads on and off; SDPA,
+a plain ``x * 2`` and the same as a minimal Python autograd Function alongside
+(what autograd's handling of a Python backward costs by itself). Then a
+cProfile of the forward+backward, sorted by own time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_forward import triton_forward
 
 SHAPE = (1, 4, 128, 64)  # (B, H, N, D): GPU work of a few microseconds
+
+
+class Twice(torch.autograd.Function):
+    """The cheapest Python autograd Function: what autograd's handling of any Python backward costs."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
 REPS, WARMUP = 300, 20
 
 
@@ -61,13 +75,16 @@ def main() -> None:
         "api fwd+bwd": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), g),
         "sdpa fwd+bwd": lambda: torch.autograd.grad(
             F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), g),
+        "x * 2 fwd+bwd": lambda: torch.autograd.grad(q * 2, q, g),
+        "Twice fwd+bwd": lambda: torch.autograd.grad(Twice.apply(q), q, g),
     }
     for name, fn in cases.items():
         print(f"{name:28} {host_ms(fn):.4f} ms/call", flush=True)
     print(f"{'launcher bwd, 2nd thread':28} {in_thread(cases['launcher bwd']):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(False)
     print(f"{'api fwd+bwd, 1 thread':28} {host_ms(cases['api fwd+bwd']):.4f} ms/call", flush=True)
-    print(f"{'sdpa fwd+bwd, 1 thread':28} {host_ms(cases['sdpa fwd+bwd']):.4f} ms/call", flush=True)
+    for name in ("sdpa fwd+bwd", "x * 2 fwd+bwd", "Twice fwd+bwd"):
+        print(f"{name + ', 1 thread':28} {host_ms(cases[name]):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(True)
     profiler = cProfile.Profile()
     profiler.enable()

@@ -71,19 +71,23 @@ _PORTABLE_DEFAULTS: dict[str, dict[int, Tile]] = {
 # fused-attention tutorial's search space: BLOCK_M 64/128 with BLOCK_N 32..128
 # for programs that keep a query tile (forward, dQ); dK/dV programs keep a key
 # tile and stream query tiles, the tutorial's backward split 32x128 the other way.
+# 8-warp variants of the small tiles serve wide heads (D = 256), whose fp32
+# accumulators spill registers at 4 warps.
 _CANDIDATES: dict[str, list[Tile]] = {
     "forward": [
         Tile(128, 64, 8, 4), Tile(128, 64, 8, 3), Tile(128, 64, 4, 3), Tile(128, 128, 8, 3),
         Tile(128, 128, 8, 2), Tile(128, 32, 4, 3), Tile(64, 64, 4, 3), Tile(64, 64, 4, 2),
-        Tile(64, 32, 4, 2), Tile(32, 32, 4, 1),
+        Tile(64, 32, 4, 2), Tile(64, 64, 8, 2), Tile(64, 32, 8, 2), Tile(32, 32, 4, 1),
     ],
     "dq": [
         Tile(128, 64, 8, 3), Tile(128, 32, 4, 3), Tile(128, 64, 8, 2), Tile(64, 64, 4, 3),
-        Tile(64, 64, 4, 2), Tile(64, 32, 4, 3), Tile(64, 32, 4, 2), Tile(64, 32, 4, 1), Tile(32, 16, 4, 1),
+        Tile(64, 64, 4, 2), Tile(64, 32, 4, 3), Tile(64, 32, 4, 2), Tile(64, 32, 4, 1), Tile(64, 64, 8, 2),
+        Tile(64, 32, 8, 2), Tile(32, 32, 8, 2), Tile(32, 16, 4, 1),
     ],
     "dkdv": [
         Tile(64, 64, 4, 2), Tile(64, 64, 4, 3), Tile(32, 128, 4, 3), Tile(64, 128, 8, 3),
-        Tile(128, 128, 8, 2), Tile(32, 64, 4, 3), Tile(32, 64, 4, 1), Tile(16, 64, 4, 2), Tile(16, 32, 4, 1),
+        Tile(128, 128, 8, 2), Tile(32, 64, 4, 3), Tile(32, 64, 4, 1), Tile(64, 64, 8, 2), Tile(32, 64, 8, 2),
+        Tile(32, 32, 8, 2), Tile(16, 64, 4, 2), Tile(16, 32, 4, 1),
     ],
 }
 
