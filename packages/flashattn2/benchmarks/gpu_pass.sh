@@ -4,9 +4,11 @@
 #   OUT=/tmp/pass bash packages/flashattn2/benchmarks/gpu_pass.sh [STEP ...]
 #
 # Steps (default: all, in this order): tests matrix host first tiles64 tiles128
-# (and, not by default: profile, tiles128full, tiles256, tiles64fp32).
+# (and, not by default: profile, tiles128full, tiles256, tiles64fp32, model: the
+# benchkit medium model's bf16 training step at context 4096 with flashattn2 and SDPA).
 # Run from the repository root. Each step has a time limit so that one slow step
-# leaves the others their time; every step's log is $OUT/<step>.log.
+# leaves the others their time; each benchmark step writes $OUT/<step>.json, the
+# test step $OUT/tests.log.
 set -uo pipefail
 : "${OUT:?set OUT to a folder for the results}"
 mkdir -p "$OUT"
@@ -17,17 +19,23 @@ steps=("$@")
 for step in "${steps[@]}"; do
   echo "=== $step ($(date +%T))"
   case $step in
-    tests) timeout 200 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider 2>&1 | tail -25 ;;
+    tests) timeout 200 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider 2>&1 \
+      | tee "$OUT/tests.log" | tail -25 ;;
     matrix) timeout 200 python $bench/matrix.py --out "$OUT/matrix.json" ;;
     host) timeout 60 python $bench/matrix.py --host --out "$OUT/host.json" ;;
     first) timeout 150 python $bench/matrix.py --first-call --out "$OUT/first.json" ;;
     tiles64) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --out "$OUT/tiles64.json" ;;
-    profile) timeout 120 python $bench/host_time.py ;;
+    profile) timeout 120 python $bench/host_time.py | tee "$OUT/profile.log" ;;
     tiles128) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --causal --out "$OUT/tiles128.json" ;;
     tiles128full) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --out "$OUT/tiles128full.json" ;;
     tiles256) timeout 200 python $bench/tiles.py --shape 2 16 4096 256 --causal --out "$OUT/tiles256.json" ;;
     tiles64fp32) timeout 200 python $bench/tiles.py --shape 4 16 2048 64 --causal --dtype fp32 \
       --out "$OUT/tiles64fp32.json" ;;
+    model) for attention in flashattn2 sdpa; do
+        PYTHONPATH=packages/flashattn2/src:packages/ddp/src:packages/zero1/src:packages/benchkit/src \
+          timeout 150 python -m benchkit model --size medium --precision bf16 --mode train-step \
+          --context-length 4096 --batch-size 4 --attention $attention --out "$OUT/model-$attention"
+      done ;;
     *) echo "unknown step $step" ;;
-  esac 2>&1 | tee "$OUT/$step.log"
+  esac 2>&1
 done

@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,26 +176,32 @@ def first_calls() -> list[dict]:
     return rows
 
 
-def host_times(reps: int = 200) -> dict:
+def host_times(reps: int = 200, rounds: int = 7) -> dict:
+    """Milliseconds per eager forward+backward call at ``HOST_SHAPE``: the median over
+    ``rounds`` rounds, each timing ``reps`` calls of every implementation in turn (host
+    timings on a shared machine drift; interleaving keeps the ratio fair)."""
     q, k, v, g = inputs(HOST_SHAPE)
     causal = HOST_SHAPE[-1]
     ways = {
         "flashattn2": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=causal), (q, k, v), g),
         "sdpa": lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=causal), (q, k, v), g),
     }
-    result = {}
-    for name, fn in ways.items():
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-        result[name] = (time.perf_counter() - start) / reps * 1e3
+    samples = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            for _ in range(20):
+                fn()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / reps * 1e3)
+    result = {name: statistics.median(times) for name, times in samples.items()}
     result["ratio"] = result["flashattn2"] / result["sdpa"]
+    result["samples_ms"] = samples
     print(f"host, eager fwd+bwd at {HOST_SHAPE}: flashattn2 {result['flashattn2']:.3f} ms/call, "
-          f"sdpa {result['sdpa']:.3f} ms/call, ratio {result['ratio']:.2f}", flush=True)
+          f"sdpa {result['sdpa']:.3f} ms/call (medians of {rounds} rounds), ratio {result['ratio']:.2f}", flush=True)
     return result
 
 
