@@ -271,7 +271,6 @@ class BackwardPlan:
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.q_shape, self.k_shape, self.dtype, self.device = q_shape, k_shape, dtype, device
         self.causal, self.head_dim = causal, head_dim
-        self.sizes = (batch * heads * n_q * head_dim, batch * kv_heads * n_k * head_dim)
         self.empty = 0 in q_shape or 0 in k_shape
         # The first n_q - n_k queries see no key when causal: no key tile writes their dQ.
         self.zero_dq = causal and n_q > n_k
@@ -308,12 +307,8 @@ class BackwardPlan:
         return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile)
 
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
-        size_q, size_kv = self.sizes
-        if one_allocation:
-            grads = torch.empty(size_q + 2 * size_kv, dtype=self.dtype, device=self.device)
-            dq = grads[:size_q].view(self.q_shape)
-            dk = grads[size_q : size_q + size_kv].view(self.k_shape)
-            dv = grads[size_q + size_kv :].view(self.k_shape)
+        if one_allocation and self.q_shape == self.k_shape:
+            dq, dk, dv = torch.empty((3, *self.q_shape), dtype=self.dtype, device=self.device).unbind(0)
         else:
             dq = torch.empty(self.q_shape, dtype=self.dtype, device=self.device)
             dk, dv = (torch.empty(self.k_shape, dtype=self.dtype, device=self.device) for _ in range(2))
@@ -374,9 +369,10 @@ def triton_backward(
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; the forward's inputs.
         lse: ``(B, H, Nq)`` float32, the forward's logsumexp (natural log).
         causal, softmax_scale: as in the forward.
-        one_allocation: allocate dq, dk and dv as views of one buffer (one
-            allocation instead of three); ``False`` for callers whose outputs may
-            not alias each other (``torch.library`` operators).
+        one_allocation: where q, k and v have one shape (no grouped-query heads),
+            allocate dq, dk and dv as views of one buffer (one allocation instead
+            of three); ``False`` for callers whose outputs may not alias each
+            other (``torch.library`` operators).
 
     Returns:
         ``(dq, dk, dv)``, contiguous, with the shapes and dtype of q, k and v.
