@@ -48,7 +48,7 @@ def main() -> int:
                 with torch.no_grad():
                     same = torch.equal(flash_attention(q, k, v, causal=True), reference)
             except Exception as error:  # a variant that does not compile is a result too
-                print(f"{shape} {name}: {type(error).__name__}: {str(error).splitlines()[0][:150]}", flush=True)
+                print(f"{shape} {name}: {type(error).__name__}: {str(error)[-600:]}", flush=True)
                 times.pop(name)
                 continue
             print(f"{shape} {name}: output bitwise equal to shipped: {same}", flush=True)

@@ -106,8 +106,8 @@ def _forward_kernel(
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    if USE_TMA:
-        q = Q_DESC.load([b, h, m0, 0]).reshape(BLOCK_M, BLOCK_D)
+    if USE_TMA:  # descriptor offsets are 32-bit
+        q = Q_DESC.load([pid_bh // H, pid_bh % H, m0, 0]).reshape(BLOCK_M, BLOCK_D)
     else:
         q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D,
                       True)
@@ -123,13 +123,13 @@ def _forward_kernel(
     for start_n in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
             acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, b, h_kv,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, pid_bh // H, pid_bh % H // KV_GROUP,
             HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE, USE_TMA,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
             acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, b, h_kv,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, pid_bh // H, pid_bh % H // KV_GROUP,
             HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE, USE_TMA,
         )
 
