@@ -31,7 +31,6 @@ for step in "${steps[@]}"; do
     tiles256) timeout 200 python $bench/tiles.py --shape 2 16 4096 256 --causal --out "$OUT/tiles256.json" ;;
     tiles64fp32) timeout 200 python $bench/tiles.py --shape 4 16 2048 64 --causal --dtype fp32 \
       --out "$OUT/tiles64fp32.json" ;;
-    experiments) timeout 240 python $bench/experiments.py "$OUT/experiments.json" ;;
     model) for attention in flashattn2 sdpa; do
         PYTHONPATH=packages/flashattn2/src:packages/ddp/src:packages/zero1/src:packages/benchkit/src \
           timeout 150 python -m benchkit model --size medium --precision bf16 --mode train-step \

@@ -47,18 +47,14 @@ def _forward_tile(
     acc, m_i, l_i, q,
     k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
     start_n, offs_m, offs_d, N_K, qk_scale_log2,
-    KV_SHIFT, k_desc, v_desc, b, h_kv,
+    KV_SHIFT,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr, USE_TMA: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
 ):
     """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    if USE_TMA:
-        k = k_desc.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
-        v = v_desc.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
-    else:
-        k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
-        v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
+    v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
     if MASKED:
         visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
@@ -77,7 +73,7 @@ def _forward_tile(
 
 @triton.jit
 def _forward_kernel(
-    Q, K, V, O, LSE, Q_DESC, K_DESC, V_DESC,
+    Q, K, V, O, LSE,
     stride_qb, stride_qh, stride_qn, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -86,18 +82,12 @@ def _forward_kernel(
     qk_scale_log2,
     H, KV_GROUP, N_Q, N_K,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GLOBAL_ORDER: tl.constexpr, USE_TMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     num_m = tl.cdiv(N_Q, BLOCK_M)
-    if GLOBAL_ORDER:
-        bh_count = tl.num_programs(0) // num_m
-        rank = tl.program_id(0) // bh_count
-        pid_bh = tl.program_id(0) % bh_count
-        pid_m = num_m - 1 - rank if CAUSAL else rank
-    else:
-        # Causal: the last query tiles see the most keys; start them first.
-        pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-        pid_bh = tl.program_id(1)
+    # Causal: the last query tiles see the most keys; start them first.
+    pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    pid_bh = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
     h_kv = h // KV_GROUP  # grouped-query attention: KV_GROUP query heads share one k/v head
@@ -106,11 +96,7 @@ def _forward_kernel(
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    if USE_TMA:  # descriptor offsets are 32-bit
-        q = Q_DESC.load([pid_bh // H, pid_bh % H, m0, 0]).reshape(BLOCK_M, BLOCK_D)
-    else:
-        q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D,
-                      True)
+    q = load_tile(Q + b * stride_qb + h * stride_qh, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, True)
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
 
@@ -123,14 +109,14 @@ def _forward_kernel(
     for start_n in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
             acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, pid_bh // H, pid_bh % H // KV_GROUP,
-            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE, USE_TMA,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
             acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift, K_DESC, V_DESC, pid_bh // H, pid_bh % H // KV_GROUP,
-            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE, USE_TMA,
+            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
+            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE,
         )
 
     # Rows that saw no key at all (causal with Nq > Nk, or Nk == 0) get O = 0 and L = -inf.
@@ -148,9 +134,6 @@ def _forward_kernel(
 
 
 forward_tiles = TileChooser()
-
-# Experiment switches (benchmarks/experiments.py): global longest-first ordering, TMA loads.
-EXPERIMENT = {"global_order": False, "tma": False}
 
 
 class ForwardPlan:
@@ -180,30 +163,15 @@ class ForwardPlan:
             softmax_scale * LOG2_E, heads, heads // max(kv_heads, 1), n_q, n_k,
         )
         self.grid_m, self.grid_bh = n_q, batch * heads
-        self.global_order, self.tma = EXPERIMENT["global_order"], EXPERIMENT["tma"]
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch = None
 
     def compiled_launch(self, tile) -> CompiledLaunch:
-        num_m = triton.cdiv(self.grid_m, tile.block_m)
-        grid = (num_m * self.grid_bh, 1, 1) if self.global_order else (num_m, self.grid_bh, 1)
         return CompiledLaunch(
-            _forward_kernel, grid, self.scalars,
+            _forward_kernel, (triton.cdiv(self.grid_m, tile.block_m), self.grid_bh, 1), self.scalars,
             dict(HEAD_DIM=self.head_dim, BLOCK_D=head_dim_block(self.head_dim), CAUSAL=self.causal,
-                 DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-                 GLOBAL_ORDER=self.global_order, USE_TMA=self.tma),
+                 DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n),
             tile,
-        )
-
-    def descriptors(self, q, k, v, tile):
-        if not self.tma:
-            return None, None, None
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        block_d = head_dim_block(self.head_dim)
-        return tuple(
-            TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, rows, block_d])
-            for x, rows in ((q, tile.block_m), (k, tile.block_n), (v, tile.block_n))
         )
 
     def __call__(self, q, k, v):
@@ -215,11 +183,11 @@ class ForwardPlan:
             q, k, v = (x.contiguous() if copy else x for x, copy in zip((q, k, v), self.copy))
         if self.launch is None:
             tile = forward_tiles.choose(
-                self.tile_key, lambda t: self.compiled_launch(t)(q, k, v, o, lse, *self.descriptors(q, k, v, t)),
-                "forward", self.head_dim, self.dtype, self.device,
+                self.tile_key, lambda t: self.compiled_launch(t)(q, k, v, o, lse), "forward", self.head_dim,
+                self.dtype, self.device,
             )
             self.launch = self.compiled_launch(tile)
-        self.launch(q, k, v, o, lse, *self.descriptors(q, k, v, self.launch.tile))
+        self.launch(q, k, v, o, lse)
         return o, lse
 
 
