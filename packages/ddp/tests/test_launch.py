@@ -1,8 +1,10 @@
 """The shared launcher: results come back by rank, failures and hangs become errors."""
 
+import datetime
 import importlib.util
 import os
 import sys
+import time
 import types
 
 import pytest
@@ -26,11 +28,13 @@ def _rank_one_raises(rank, world_size):
     dist.barrier()
 
 
-def _rank_zero_hangs(rank, world_size):
+def _ranks_stall(rank, world_size):
+    """Rank 0 hangs in Python, rank 1 in a collective that rank 0 never joins, rank 2 finishes."""
+    waiting = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=60))  # outlives the run's deadline
     if rank == 0:
-        import time
-
         time.sleep(60)
+    elif rank == 1:
+        dist.all_reduce(torch.ones(2), group=waiting)
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -55,9 +59,16 @@ def test_exception_names_the_rank():
         spawn(_rank_one_raises, 2, timeout_s=60)
 
 
-def test_hang_becomes_timeout_error():
-    with pytest.raises(DistributedRunError, match=r"still running after timeout_s=3"):
-        spawn(_rank_zero_hangs, 2, timeout_s=3)
+def test_hang_becomes_timeout_error_naming_where_each_rank_waits():
+    with pytest.raises(DistributedRunError) as caught:
+        spawn(_ranks_stall, 3, timeout_s=6)
+    message = str(caught.value)
+    assert "ranks [0, 1] of 3 still running after timeout_s=6" in message
+    assert "finished: ranks [2]; not finished: ranks [0, 1]" in message
+    rank0, rank1 = message.split("--- rank 0 ")[1].split("--- rank 1 ")
+    assert rank0.startswith("(not finished); its stack") and "in _ranks_stall" in rank0
+    assert rank1.startswith("(not finished, waiting in torch.distributed.all_reduce)")
+    assert "in _ranks_stall" in rank1
 
 
 def test_bad_arguments():
