@@ -1,11 +1,13 @@
-"""A step whose backward pass raised on every rank is abandoned, and training goes on exactly.
+"""A step whose backward pass raised is abandoned on every rank, and training goes on exactly.
 
-Each rank's backward raises part-way, at a different depth on each rank, so
-that OverlapDDP and BucketedDDP have started a different number of all-reduces
-on each (the case in which the next step's all-reduces would pair the wrong
-tensors). Without ``abandon_gradient_synchronization()`` the next forward says
-what happened and what to do; after it, the next steps average exactly what a
-single process computes on the whole batch.
+First each rank's backward raises part-way, at a different depth on each rank,
+so that OverlapDDP and BucketedDDP have started a different number of
+all-reduces on each (the case in which the next step's all-reduces would pair
+the wrong tensors). Without ``abandon_gradient_synchronization()`` the next
+forward says what happened and what to do. Then only rank 0's backward raises,
+and the ranks agree to abandon over a process group of their own, as the README
+shows. After each abandoned step, the next steps average exactly what a single
+process computes on the whole batch.
 """
 
 from __future__ import annotations
@@ -76,15 +78,30 @@ def _message(action) -> str | None:
     return None
 
 
+def _train_on(model, rank, seed, steps):
+    """The averaged gradients of each step in ``steps`` (SGD, lr 0.1, on this rank's rows)."""
+    grads = []
+    for step in steps:
+        model.zero_grad()
+        model(_batch(seed, step)[2 * rank : 2 * rank + 2]).sum().backward()
+        model.finish_gradient_synchronization()
+        grads.append([p.grad.clone() for p in model.module.parameters()])
+        with torch.no_grad():
+            for param in model.module.parameters():
+                param -= 0.1 * param.grad
+    return grads
+
+
 def _abandon_and_go_on(rank, world_size, seed):
     group = dist.new_group(timeout=datetime.timedelta(seconds=PEER_TIMEOUT_S))
+    control = dist.new_group(timeout=datetime.timedelta(seconds=PEER_TIMEOUT_S))
+    mine = slice(2 * rank, 2 * rank + 2)
     out = {}
     for name, make in WRAPPERS.items():
         torch.manual_seed(seed + rank)  # rank 0's parameters are broadcast
         model = make(_Net(), process_group=group)
-        mine = slice(2 * rank, 2 * rank + 2)
 
-        # Rank 0 fails after the third layer's gradients are ready; rank 1 after the second's too.
+        # Every rank fails: rank 0 after the third layer's gradients are ready, rank 1 after the second's too.
         with pytest.raises(FloatingPointError):
             model(_batch(seed, 0)[mine], fail_at=["second", "first"][rank]).sum().backward()
         out[f"{name} next forward"] = _message(lambda: model(_batch(seed, 1)[mine]))
@@ -92,26 +109,27 @@ def _abandon_and_go_on(rank, world_size, seed):
             out[f"{name} next backward"] = _message(lambda: model.module(_batch(seed, 1)[mine]).sum().backward())
         model.abandon_gradient_synchronization()
         out[f"{name} grads after abandon"] = [p.grad for p in model.module.parameters()]
+        grads = _train_on(model, rank, seed, (1, 2))
 
-        grads = []
-        for step in (1, 2):
-            model.zero_grad()
-            model(_batch(seed, step)[mine]).sum().backward()
-            model.finish_gradient_synchronization()
-            grads.append([p.grad.clone() for p in model.module.parameters()])
-            with torch.no_grad():
-                for param in model.module.parameters():
-                    param -= 0.1 * param.grad
-        out[name] = grads
+        # Only rank 0 fails; the ranks agree over their own group, then abandon together.
+        failed = torch.zeros(1)
+        try:
+            model(_batch(seed, 0)[mine], fail_at="second" if rank == 0 else None).sum().backward()
+        except FloatingPointError:
+            failed += 1
+        dist.all_reduce(failed, group=control)
+        assert failed.item() == 1
+        model.abandon_gradient_synchronization()
+        out[name] = grads + _train_on(model, rank, seed, (3,))
     return out
 
 
 def _reference(seed):
-    """The averaged gradients of steps 1 and 2 in one process on the whole batch (mean over ranks' sums)."""
+    """The averaged gradients of steps 1, 2, 3 in one process on the whole batch (mean over ranks' sums)."""
     torch.manual_seed(seed)
     model = _Net()
     grads = []
-    for step in (1, 2):
+    for step in (1, 2, 3):
         model.zero_grad()
         (model(_batch(seed, step)).sum() / WORLD_SIZE).backward()
         grads.append([p.grad.clone() for p in model.parameters()])
@@ -136,7 +154,7 @@ def test_a_failed_backward_is_abandoned_on_every_rank_and_training_goes_on():
                 assert message is not None and "second backward" not in message, (name, message)
                 assert "did not complete" in message and "abandon_gradient_synchronization()" in message
             assert all(grad is None for grad in out[f"{name} grads after abandon"]), (name, rank)
-            for step, (got, want) in enumerate(zip(out[name], expected), start=1):
+            for step, (got, want) in enumerate(zip(out[name], expected, strict=True), start=1):
                 for g, w in zip(got, want, strict=True):
                     torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6,
                                                msg=lambda m: f"{name} rank {rank} step {step}: {m}")
