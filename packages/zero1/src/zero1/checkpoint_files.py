@@ -167,6 +167,7 @@ def save_checkpoint(
     group, rank, world_size = optimizer.process_group, optimizer.rank, optimizer.world_size
     root = Path(directory)
     problem: BaseException | None = None
+    partial: Path | None = None  # rank 0 creates it; removed again if the save stops before the commit
     try:
         _check_step(step)
         if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
@@ -184,6 +185,7 @@ def save_checkpoint(
     except (TypeError, ValueError, RuntimeError, OSError) as error:
         problem = error
     rows = all_gather_ints([problem is not None, step if isinstance(step, int) else -1], group)
+    _discard_if_any_failed(rows, rank, partial)
     _raise_if_any_failed("save_checkpoint", rows, problem, "nothing was written")
     if len({row[1] for row in rows}) > 1:
         steps = ", ".join(f"rank {r}: {row[1]}" for r, row in enumerate(rows))
@@ -195,8 +197,7 @@ def save_checkpoint(
     except OSError as error:
         problem = error
     rows = all_gather_ints([problem is not None, size, *_digest_words(digest)], group)
-    if any(row[0] for row in rows) and rank == 0:
-        shutil.rmtree(partial, ignore_errors=True)
+    _discard_if_any_failed(rows, rank, partial)
     _raise_if_any_failed("save_checkpoint", rows, problem, "the earlier checkpoints are untouched")
 
     if rank == 0:
@@ -429,6 +430,12 @@ def _write_file(path: Path, payload: dict[str, Any]) -> tuple[int, bytes]:
         file.flush()
         os.fsync(file.fileno())
     return writer.size, writer.sha256.digest()
+
+
+def _discard_if_any_failed(rows: list[list[int]], rank: int, partial: Path | None) -> None:
+    """Rank 0 removes the partial folder of a save that some rank could not go on with."""
+    if rank == 0 and partial is not None and any(row[0] for row in rows):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _commit(root: Path, partial: Path, final: Path, manifest: dict[str, Any]) -> None:
