@@ -124,7 +124,8 @@ def test_misuse_is_reported():
         assert "rank 0:" not in message
         kind, message = out["settings_differ"]
         assert kind == "ValueError" and "wrapper class or settings differ across ranks" in message
-        assert f"This rank ({rank}) has:\nwrapper='BucketedDDP', compress_bf16=False, bucket_size_mb={1.0 + rank}" in message
+        settings = f"wrapper='BucketedDDP', compress_bf16=False, bucket_size_mb={1.0 + rank}"
+        assert f"This rank ({rank}) has:\n{settings}" in message
         kind, message = out["classes_differ"]
         assert kind == "ValueError" and f"wrapper={['NaiveDDP', 'FlatDDP'][rank]!r}" in message
         assert out["int_and_float_agree"] is None

@@ -482,7 +482,8 @@ class DataParallel(nn.Module, abc.ABC):
                 continue
             lines = signature.splitlines()
             shown = "\n".join(lines[:_MAX_SIGNATURE_LINES])
-            more = f"\n... ({len(lines) - _MAX_SIGNATURE_LINES} more lines)" if len(lines) > _MAX_SIGNATURE_LINES else ""
+            hidden = len(lines) - _MAX_SIGNATURE_LINES
+            more = f"\n... ({hidden} more lines)" if hidden > 0 else ""
             raise ValueError(
                 f"{name}: {what} differ across ranks; ranks that agree: {sorted(groups.values())}. "
                 f"This rank ({self.rank}) has:\n{shown}{more}"

@@ -79,7 +79,9 @@ def merge_sharded_state_dicts(shards: Sequence[Mapping[str, Any]]) -> dict[str, 
         rank = shard[SHARD_KEY]["rank"]
         for index, param_state in shard["state"].items():
             if owners[index] != rank:
-                raise ValueError(f"shard of rank {rank} holds state for parameter {index}, owned by rank {owners[index]}")
+                raise ValueError(
+                    f"shard of rank {rank} holds state for parameter {index}, owned by rank {owners[index]}"
+                )
             state[index] = param_state
     return {"state": dict(sorted(state.items())), "param_groups": [dict(g) for g in shards[0]["param_groups"]]}
 

@@ -349,6 +349,21 @@ def read_checkpoint(
     return model_state, merge_sharded_state_dicts([file["optimizer"] for file in files]), info
 
 
+# ---------------------------------------------------------------------- layout
+
+
+def _step_folder(root: Path, step: int) -> Path:
+    return root / f"step_{step:0{_STEP_DIGITS}d}"
+
+
+def _partial_folder(root: Path, step: int) -> Path:
+    return root / f".step_{step:0{_STEP_DIGITS}d}.partial"
+
+
+def _rank_file(rank: int) -> str:
+    return f"rank_{rank:05d}.pt"
+
+
 # ---------------------------------------------------------------------- saving
 
 
@@ -479,18 +494,6 @@ def _words_digest(words: list[int]) -> bytes:
 
 
 # ---------------------------------------------------------------------- loading
-
-
-def _step_folder(root: Path, step: int) -> Path:
-    return root / f"step_{step:0{_STEP_DIGITS}d}"
-
-
-def _partial_folder(root: Path, step: int) -> Path:
-    return root / f".step_{step:0{_STEP_DIGITS}d}.partial"
-
-
-def _rank_file(rank: int) -> str:
-    return f"rank_{rank:05d}.pt"
 
 
 def _find(directory: str | os.PathLike, step: int | None) -> Path:
@@ -658,7 +661,10 @@ def _copied(value: Any) -> Any:
 
 
 def _raise_if_any_failed(what: str, rows: list[list[int]], problem: BaseException | None, outcome: str) -> None:
-    """Raise on every rank if any rank's row starts with a failure flag: this rank's own error, or one naming the others."""
+    """Raise on every rank if any rank's row starts with a failure flag.
+
+    A failing rank raises its own error; the others one that names the failing ranks.
+    """
     failed = [rank for rank, row in enumerate(rows) if row[0]]
     if problem is not None:
         raise problem

@@ -33,7 +33,9 @@ def _to_bytes(tensor: torch.Tensor, length: int) -> bytes:
 
 def collective_device(group: dist.ProcessGroup | None = None) -> torch.device:
     """Where tensors of a collective over ``group`` must live: NCCL moves only the current CUDA device's."""
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def all_gather_ints(values: list[int], group: dist.ProcessGroup | None = None) -> list[list[int]]:
