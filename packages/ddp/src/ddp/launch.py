@@ -198,6 +198,8 @@ def spawn(
     import_root = _import_root(fn)
     stacks_dir = tempfile.TemporaryDirectory(prefix="ddp-launch-stacks-")
     stack_files = [os.path.join(stacks_dir.name, f"rank{rank}.txt") for rank in range(world_size)]
+    for path in stack_files:  # empty until the rank dumps its stack (if it started far enough to listen)
+        open(path, "w").close()
     procs = [
         ctx.Process(
             target=_run_rank,
