@@ -186,7 +186,8 @@ class DataParallel(nn.Module, abc.ABC):
         self._backward_seen = False
         # The autograd graph task of the backward pass that produced this step's latest
         # gradients, from its first gradient until autograd's end-of-pass callback clears it.
-        # Still set once no backward runs means that pass raised (see _check_no_failed_backward).
+        # Still set once no backward runs means that pass raised (see forward and
+        # _gradient_already_complete).
         self._backward_task: int | None = None
         # The hooks live in C++ autograd state, where Python's garbage collector cannot see
         # them: a hook holding the wrapper strongly would make param -> hook -> wrapper ->
@@ -297,7 +298,7 @@ class DataParallel(nn.Module, abc.ABC):
 
             try:
                 loss_fn(model(x), y).backward()
-            except FloatingPointError:          # raised on every rank, e.g. by an anomaly check
+            except FloatingPointError:          # raised on every rank (see the README if on some only)
                 model.abandon_gradient_synchronization()
                 continue                        # skip this batch
             model.finish_gradient_synchronization()

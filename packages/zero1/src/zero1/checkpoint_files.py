@@ -46,9 +46,11 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
@@ -155,16 +157,17 @@ def save_checkpoint(
 
     Example::
 
-        for step in range(start, steps):
+        while done < steps:
             train_one_step()
-            if step % 1000 == 0:
-                save_checkpoint("ckpt", step, model.module, optimizer, metadata={"epoch": epoch}, keep_last=3)
+            done += 1
+            if done % 1000 == 0:
+                save_checkpoint("ckpt", done, model.module, optimizer, metadata={"epoch": epoch}, keep_last=3)
     """
     if not isinstance(optimizer, ShardedOptimizer):
         raise TypeError(f"optimizer must be a zero1.ShardedOptimizer, got {type(optimizer).__name__}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    group, rank, world_size = optimizer.process_group, optimizer.rank, optimizer.world_size
+    group, rank = optimizer.process_group, optimizer.rank
     root = Path(directory)
     problem: BaseException | None = None
     partial: Path | None = None  # rank 0 creates it; removed again if the save stops before the commit
@@ -205,28 +208,17 @@ def save_checkpoint(
             _rank_file(r): {"bytes": row[1], "sha256": _words_digest(row[2 : 2 + _DIGEST_WORDS]).hex()}
             for r, row in enumerate(rows)
         }
-        manifest = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "step": step,
-            "world_size": world_size,
-            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "metadata": metadata,
-            "optimizer": {
-                "class": type(optimizer.local_optimizer).__qualname__,
-                "owners": list(optimizer.owners),
-                "parameters": _parameter_layout(optimizer),
-            },
-            "files": files,
-        }
         try:
-            _commit(root, partial, final, manifest)
-            if keep_last is not None:
-                _delete_all_but_last(root, keep_last)
+            _commit(root, partial, final, _manifest(step, optimizer, metadata, files))
         except OSError as error:
             problem = error
     rows = all_gather_ints([problem is not None], group)
     _raise_if_any_failed("save_checkpoint", rows, problem, "the earlier checkpoints are untouched")
+    if rank == 0 and keep_last is not None:
+        try:
+            _delete_all_but_last(root, keep_last)
+        except OSError as error:  # the save itself succeeded
+            warnings.warn(f"checkpoint {final} is saved, but deleting the older ones failed: {error}", stacklevel=2)
     return final
 
 
@@ -257,8 +249,9 @@ def load_checkpoint(
 
     Example::
 
+        done = 0  # steps taken
         if list_checkpoints("ckpt"):
-            start = load_checkpoint("ckpt", model.module, optimizer).step + 1
+            done = load_checkpoint("ckpt", model.module, optimizer).step
     """
     if not isinstance(optimizer, ShardedOptimizer):
         raise TypeError(f"optimizer must be a zero1.ShardedOptimizer, got {type(optimizer).__name__}")
@@ -322,10 +315,7 @@ def verify_checkpoint(directory: str | os.PathLike, step: int | None = None) -> 
         FileNotFoundError: no committed checkpoint (at ``step``).
         CheckpointError: it is incomplete or corrupt; the message names each file.
     """
-    info, manifest = _read_manifest(_find(directory, step))
-    names = sorted(manifest["files"])
-    _raise_if_corrupt(info.path, manifest, [(n, _check_file(info.path / n, manifest["files"][n])) for n in names])
-    return info
+    return _verified(directory, step)[0]
 
 
 def read_checkpoint(
@@ -341,8 +331,7 @@ def read_checkpoint(
     Returns:
         ``(model_state_dict, optimizer_state_dict, info)``.
     """
-    info = verify_checkpoint(directory, step)
-    _, manifest = _read_manifest(info.path)
+    info, manifest = _verified(directory, step)
     files = [_load_file(info.path, name) for name in sorted(manifest["files"])]
     _check_files_agree(info, manifest, files)
     model_state = {key: value for file in files for key, value in file["model"].items()}
@@ -404,6 +393,26 @@ def _rank_payload(model: nn.Module, optimizer: ShardedOptimizer, step: int) -> d
         "world_size": optimizer.world_size,
         "model": model_entries,
         "optimizer": shard,
+    }
+
+
+def _manifest(
+    step: int, optimizer: ShardedOptimizer, metadata: dict[str, Any], files: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The manifest's content; ``files`` maps each rank's file name to its ``bytes`` and ``sha256``."""
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "step": step,
+        "world_size": optimizer.world_size,
+        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "metadata": metadata,
+        "optimizer": {
+            "class": type(optimizer.local_optimizer).__qualname__,
+            "owners": list(optimizer.owners),
+            "parameters": _parameter_layout(optimizer),
+        },
+        "files": files,
     }
 
 
@@ -582,11 +591,19 @@ def _raise_if_corrupt(
         raise _corrupt(folder, "; ".join(problems))
 
 
+def _verified(directory: str | os.PathLike, step: int | None) -> tuple[CheckpointInfo, dict[str, Any]]:
+    """The checkpoint's info and manifest, once every one of its files is checked in this process."""
+    info, manifest = _read_manifest(_find(directory, step))
+    names = sorted(manifest["files"])
+    _raise_if_corrupt(info.path, manifest, [(n, _check_file(info.path / n, manifest["files"][n])) for n in names])
+    return info, manifest
+
+
 def _load_file(folder: Path, name: str) -> dict[str, Any]:
     """One rank's file, its tensors mapped from the file into memory."""
     try:
         return torch.load(folder / name, map_location="cpu", mmap=True, weights_only=True)
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:
         raise _corrupt(folder, f"{name} cannot be read by torch.load ({type(error).__name__}: {error})") from None
 
 

@@ -234,8 +234,11 @@ class ShardedOptimizer(Optimizer):
 
     @property
     def steps_taken(self) -> int:
-        """Completed :meth:`step` calls: since construction, or since :meth:`load_state_dict` of shards,
-        counting theirs (a consolidated state dict records none: the count restarts at 0)."""
+        """Completed :meth:`step` calls.
+
+        Counted from construction, or from the count that the shards last loaded
+        recorded (a consolidated state dict records none: the count restarts at 0).
+        """
         return self._steps_taken
 
     @property
