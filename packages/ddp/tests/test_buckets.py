@@ -121,13 +121,22 @@ def test_finish_launches_units_whose_gradients_never_came():
 
 def test_a_gradient_ready_twice_is_an_error():
     launcher = _launcher([[1], [0]], [])
-    launcher.check_not_ready(0)
+    assert not launcher.is_ready(0)
     launcher.mark_ready(0)
-    with pytest.raises(GradientSyncError, match="second backward pass reached p0"):
-        launcher.check_not_ready(0)
-    with pytest.raises(GradientSyncError, match="second backward pass reached p0"):
+    assert launcher.is_ready(0) and not launcher.is_ready(1)  # the other parameter is still free
+    with pytest.raises(GradientSyncError, match="p0's gradient was reported complete twice"):
         launcher.mark_ready(0)
-    launcher.check_not_ready(1)  # the other parameter is still free
+
+
+def test_abandon_launches_every_unit_left_and_completes_none():
+    log = []
+    launcher = _launcher([[2], [1], [0]], log)
+    launcher.mark_ready(2)  # the backward that raised got as far as unit 0
+    launcher.abandon()  # the rest is launched, so that every rank has issued the same all-reduces
+    assert log == [("launch", 0), ("launch", 1), ("launch", 2), ("wait", 0), ("wait", 1), ("wait", 2)]
+    log.clear()
+    launcher.mark_ready(2)  # a new step starts from scratch
+    assert log == [("launch", 0)]
 
 
 def test_units_must_partition_the_parameters():

@@ -25,9 +25,28 @@ def _error_of(action):
     return None
 
 
+class _SparseLookup(nn.Module):
+    """A table read through F.embedding(sparse=True): sparse gradients that construction cannot foresee."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return nn.functional.embedding(tokens, self.table, sparse=True)
+
+
 def _misuse(rank, world_size):
     x = torch.randn(3, 4)
     out = {"shapes_differ": _error_of(lambda: BucketedDDP(nn.Linear(4, 4 + rank)))}
+    # A parameter on another device on one rank (meta: the only other device a CPU machine has).
+    out["device_differs"] = _error_of(lambda: BucketedDDP(nn.Linear(4, 4, device="meta" if rank == 1 else "cpu")))
+    for cls in (FlatDDP, BucketedDDP):
+        embedding = nn.Sequential(nn.Embedding(10, 4, sparse=True), nn.Linear(4, 2))
+        out[f"sparse_{cls.__name__}"] = _error_of(lambda: cls(embedding))
+    lookup = NaiveDDP(_SparseLookup())
+    out["sparse_at_runtime"] = _error_of(lambda: lookup(torch.tensor([1, 2 + rank])).sum().backward())
+    lookup.abandon_gradient_synchronization()
 
     naive = NaiveDDP(nn.Linear(4, 2))
     out["finish_without_backward"] = _error_of(naive.finish_gradient_synchronization)
@@ -82,6 +101,15 @@ def test_misuse_is_reported():
         kind, message = out["shapes_differ"]
         assert kind == "ValueError" and "differ across ranks" in message and "[[0], [1]]" in message
         assert f"This rank ({rank}) has:\nparameter weight shape=({4 + rank}, 4)" in message
+        kind, message = out["device_differs"]
+        assert kind == "ValueError" and "device types" in message and "[[0], [1]]" in message
+        assert f"weight shape=(4, 4) dtype=torch.float32 device={['cpu', 'meta'][rank]}" in message
+        for cls in ("FlatDDP", "BucketedDDP"):
+            kind, message = out[f"sparse_{cls}"]
+            assert kind == "ValueError" and "rank 0: the module produces sparse gradients" in message
+            assert "sparse=False" in message and message.endswith("On this rank: 0")
+        kind, message = out["sparse_at_runtime"]
+        assert kind == "GradientSyncError" and "table got a torch.sparse_coo gradient" in message
         kind, message = out["finish_without_backward"]
         assert kind == "GradientSyncError" and "no backward pass" in message
         kind, message = out["finish_inside_no_sync"]
@@ -96,7 +124,8 @@ def test_misuse_is_reported():
         assert "rank 0:" not in message
         kind, message = out["settings_differ"]
         assert kind == "ValueError" and "wrapper class or settings differ across ranks" in message
-        assert f"This rank ({rank}) has:\nwrapper='BucketedDDP', compress_bf16=False, bucket_size_mb={1.0 + rank}" in message
+        settings = f"wrapper='BucketedDDP', compress_bf16=False, bucket_size_mb={1.0 + rank}"
+        assert f"This rank ({rank}) has:\n{settings}" in message
         kind, message = out["classes_differ"]
         assert kind == "ValueError" and f"wrapper={['NaiveDDP', 'FlatDDP'][rank]!r}" in message
         assert out["int_and_float_agree"] is None

@@ -1,14 +1,17 @@
 """The shared launcher: results come back by rank, failures and hangs become errors."""
 
+import datetime
 import importlib.util
 import os
 import sys
+import time
 import types
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from ddp import launch
 from ddp.launch import DistributedRunError, spawn
 
 pytestmark = pytest.mark.distributed
@@ -28,9 +31,22 @@ def _rank_one_raises(rank, world_size):
 
 def _rank_zero_hangs(rank, world_size):
     if rank == 0:
-        import time
-
         time.sleep(60)
+
+
+def _ranks_stall(rank, world_size):
+    """Rank 0 waits in a collective that rank 1 never joins, rank 1 hangs in Python, rank 2 finishes, rank 3 fails.
+
+    Every rank gets past the group's creation (a collective) first, so the
+    failure comes when the others are where they stall, however slow the start.
+    """
+    waiting = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=60))  # outlives the test
+    if rank == 0:
+        dist.all_reduce(torch.ones(2), group=waiting)
+    elif rank == 1:
+        time.sleep(60)
+    elif rank == 3:
+        raise ValueError("planted failure on rank 3")
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -56,8 +72,21 @@ def test_exception_names_the_rank():
 
 
 def test_hang_becomes_timeout_error():
-    with pytest.raises(DistributedRunError, match=r"still running after timeout_s=3"):
+    with pytest.raises(DistributedRunError, match=r"still running after timeout_s=3\nfinished: ranks \[.*not finished"):
         spawn(_rank_zero_hangs, 2, timeout_s=3)
+
+
+def test_a_stopped_run_names_finished_and_unfinished_ranks_and_where_each_waits(monkeypatch):
+    monkeypatch.setattr(launch, "FAILURE_GRACE_S", 1.0)  # the stalled ranks will not report; wait less for them
+    with pytest.raises(DistributedRunError) as caught:
+        spawn(_ranks_stall, 4, timeout_s=60)
+    message = str(caught.value)
+    assert message.startswith("1 of 4 ranks failed:\n--- rank 3 ---") and "planted failure on rank 3" in message
+    assert "finished: ranks [2]; not finished: ranks [0, 1]" in message
+    rank0, rank1 = message.split("--- rank 0 ")[1].split("--- rank 1 ")
+    assert rank0.startswith("(not finished, waiting in torch.distributed.all_reduce); its stack")
+    assert "in _ranks_stall" in rank0
+    assert rank1.startswith("(not finished); its stack") and "in _ranks_stall" in rank1
 
 
 def test_bad_arguments():

@@ -2,7 +2,7 @@
 
 The hooks sit in autograd's C++ state, invisible to Python's garbage collector;
 a strong reference from a hook to the wrapper would leak every wrapped model and
-its gradients (seen on GPUs as out-of-memory after a few models in one process).
+its gradients.
 """
 
 import gc

@@ -1,5 +1,6 @@
 """ShardedOptimizer's contract beyond the update itself: ranks that disagree, frozen
-parameters, schedulers, the live ``state`` after a load, refused optimizers."""
+parameters, schedulers, the live ``state`` after a load, refused optimizers, shards
+of different steps, and the refusal to checkpoint after a step that raised."""
 
 import copy
 import random
@@ -10,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ddp.launch import spawn
-from zero1 import ShardedOptimizer
+from zero1 import ShardedOptimizer, merge_sharded_state_dicts, save_checkpoint
 
 TIMEOUT_S = 120
 
@@ -36,9 +37,21 @@ def _disagreeing_ranks(rank, world_size):
         lambda: optimizer.add_param_group({"params": [nn.Parameter(torch.randn(shape))]})
     )
     out["groups_after_error"] = len(optimizer.param_groups)
-    # The same group on every rank still works afterwards.
+    # The same group on every rank still works afterwards, whatever each rank's values.
     optimizer.add_param_group({"params": [nn.Parameter(torch.randn(7))]})
     out["groups_after_agreement"] = len(optimizer.param_groups)
+
+    # Same-shaped parameters in another order (e.g. from a set): the values tell them apart,
+    # as they are equal on every rank (here by seed; in training, after the DDP wrapper's broadcast).
+    torch.manual_seed(0)
+    first, second = nn.Parameter(torch.randn(5)), nn.Parameter(torch.randn(5))
+    out["reordered"] = _value_error(
+        lambda: ShardedOptimizer([first, second][:: 1 - 2 * rank], torch.optim.SGD, lr=0.1)
+    )
+    named = [("first", first), ("second", second)]
+    out["reordered_names"] = _value_error(lambda: ShardedOptimizer(named[:: 1 - 2 * rank], torch.optim.SGD, lr=0.1))
+    elsewhere = nn.Parameter(torch.empty(5, device="meta" if rank == 1 else "cpu"))
+    out["device_type"] = _value_error(lambda: ShardedOptimizer([elsewhere], torch.optim.SGD, lr=0.1))
     return out
 
 
@@ -51,6 +64,90 @@ def test_ranks_that_disagree_on_the_parameters_all_get_an_error():
             assert "ranks that agree: [[0], [1]]" in message and f"This rank ({rank}) has" in message
         assert "parameter group 1 differs" in out["later_group"]
         assert out["groups_after_error"] == 1 and out["groups_after_agreement"] == 2
+        message = out["reordered"]
+        assert "parameter group 0 holds the same parameters on every rank but in another order" in message
+        assert "ranks that agree on the order: [[0], [1]]" in message and "not a set" in message
+        message = out["reordered_names"]
+        assert "differs across ranks" in message and ["first (5,)", "second (5,)"][rank] in message
+        message = out["device_type"]
+        assert "differs across ranks" in message and f"(5,) torch.float32 {['cpu', 'meta'][rank]}" in message
+
+
+def _steps_and_torn_state(rank, world_size, directory):
+    out = {}
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(4)) for _ in range(3)]
+    optimizer = ShardedOptimizer(params, torch.optim.SGD, lr=0.1, momentum=0.9)
+    shards = {}
+    for step in range(1, 5):
+        for param in params:
+            param.grad = torch.ones_like(param)
+        optimizer.step()
+        shards[step] = copy.deepcopy(optimizer.sharded_state_dict())
+    out["shards"] = {2: shards[2], 4: shards[4]}
+    # As after a save interrupted part-way: rank 0's shard of step 2, rank 1's of step 4.
+    out["mixed_steps"] = _value_error(lambda: optimizer.load_state_dict(copy.deepcopy(shards[2 + 2 * rank])))
+    out["steps_after_refusal"] = optimizer.steps_taken
+
+    # A step that fails on rank 1, after its broadcasts (so the group stays usable for the rest):
+    # a real failed collective would leave this rank's parameters from two steps the same way.
+    if rank == 1:
+        broadcast = optimizer._broadcaster.broadcast
+
+        def broadcast_then_fail():
+            broadcast()
+            raise RuntimeError("planted: a collective failed")
+
+        optimizer._broadcaster.broadcast = broadcast_then_fail
+    for param in params:
+        param.grad = torch.ones_like(param)
+    if rank == 1:
+        with pytest.raises(RuntimeError, match="planted"):
+            optimizer.step()
+        del optimizer._broadcaster.broadcast  # the failure was once
+        for action in ("sharded_state_dict", "state_dict", "step"):
+            with pytest.raises(RuntimeError) as caught:
+                getattr(optimizer, action)()
+            out[f"torn_{action}"] = str(caught.value)
+    else:
+        optimizer.step()
+    with pytest.raises(RuntimeError) as caught:
+        optimizer.consolidate_state_dict(to=0)
+    out["torn_consolidate"] = str(caught.value)
+    with pytest.raises(RuntimeError) as caught:
+        save_checkpoint(directory, 5, nn.Module(), optimizer)
+    out["torn_save"] = str(caught.value)
+
+    optimizer.load_state_dict(copy.deepcopy(shards[4]))  # the way back: a checkpoint's state
+    for param in params:
+        param.grad = torch.ones_like(param)
+    optimizer.step()
+    optimizer.consolidate_state_dict(to=0)
+    out["steps_after_recovery"] = optimizer.steps_taken
+    return out
+
+
+@pytest.mark.distributed
+def test_shards_of_different_steps_and_a_torn_state_are_refused(tmp_path):
+    ranks = spawn(_steps_and_torn_state, 2, args=(str(tmp_path),), timeout_s=TIMEOUT_S)
+    with pytest.raises(ValueError, match=r"different numbers of steps \(rank 0: 2, rank 1: 4\)"):
+        merge_sharded_state_dicts([ranks[0]["shards"][2], ranks[1]["shards"][4]])
+    assert sorted(merge_sharded_state_dicts([ranks[1]["shards"][4], ranks[0]["shards"][4]])["state"]) == [0, 1, 2]
+    for rank, out in enumerate(ranks):
+        assert "different numbers of steps (rank 0: 2, rank 1: 4)" in out["mixed_steps"]
+        assert "Nothing was loaded" in out["mixed_steps"] and out["steps_after_refusal"] == 4
+        assert out["steps_after_recovery"] == 5
+    torn = ranks[1]
+    for action in ("sharded_state_dict", "state_dict", "step"):
+        message = torn[f"torn_{action}"]
+        assert message.startswith(f"{action}(): step() raised on this rank (RuntimeError: planted")
+        assert "may mix two steps" in message and "no checkpoint can be taken" in message
+        assert "load_checkpoint" in message
+    assert torn["torn_consolidate"].startswith("consolidate_state_dict(): step() raised on this rank")
+    assert "ranks [1] cannot give their state (rank 1: step() raised" in ranks[0]["torn_consolidate"]
+    assert torn["torn_save"].startswith("sharded_state_dict(): step() raised on this rank")
+    assert "save_checkpoint failed on ranks [1]" in ranks[0]["torn_save"]
+    assert not list(tmp_path.iterdir())  # the refused save wrote nothing
 
 
 def _one_cycle(optimizer):

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ddp.launch import spawn
-from zero1 import ShardedOptimizer, merge_sharded_state_dicts
+from zero1 import ShardedOptimizer, load_checkpoint, merge_sharded_state_dicts, read_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.distributed
 
@@ -104,7 +104,8 @@ def _scenarios():
     sgd = torch.optim.SGD
     return [
         ("AdamW default", adamw, dict(lr=1e-2, weight_decay=0.1), {}, all_params),
-        ("AdamW foreach per_parameter", adamw, dict(lr=1e-2, foreach=True), dict(broadcast_mode="per_parameter"), all_params),
+        ("AdamW foreach per_parameter", adamw, dict(lr=1e-2, foreach=True), dict(broadcast_mode="per_parameter"),
+         all_params),
         ("AdamW fused tiny buckets", adamw, dict(lr=1e-2, fused=True), dict(bucket_size_mb=300 / 2**20), all_params),
         ("AdamW amsgrad one bucket", adamw, dict(lr=1e-2, amsgrad=True), dict(bucket_size_mb=None), all_params),
         ("SGD momentum", sgd, dict(lr=0.1, momentum=0.9, weight_decay=1e-3), {}, all_params),
@@ -249,8 +250,11 @@ def _net_from(snapshot):
     return model
 
 
-def _save_at_two(rank, world_size, seed):
-    """Train SAVE_AT steps, checkpoint both ways, then go on uninterrupted; resume from the own shard too."""
+def _save_at_two(rank, world_size, seed, directory):
+    """Train SAVE_AT steps, checkpoint three ways, then go on uninterrupted; resume from the own shard too.
+
+    The three ways: consolidated, this rank's shard, and zero1.save_checkpoint into ``directory``.
+    """
     torch.manual_seed(seed)
     model = _Net()
     opt = ShardedOptimizer(_checkpoint_groups(model), torch.optim.AdamW, lr=1e-2)
@@ -264,6 +268,7 @@ def _save_at_two(rank, world_size, seed):
             opt.state_dict()
     shard = copy.deepcopy(opt.sharded_state_dict())
     snapshot = _cloned(model.parameters())
+    save_checkpoint(directory, SAVE_AT, model, opt, metadata={"seed": seed})
 
     _train(model, opt, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     uninterrupted = _cloned(model.parameters())
@@ -276,8 +281,18 @@ def _save_at_two(rank, world_size, seed):
     return consolidated, shard, snapshot, uninterrupted
 
 
-def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
-    """Load the consolidated checkpoint into a fresh run at this world size; return the final parameters."""
+def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard, directory):
+    """Resume at this world size, from the consolidated dict and from save_checkpoint's files.
+
+    Returns the final parameters of both runs.
+    """
+    torch.manual_seed(seed + 1)  # other initial values: the checkpoint must replace them all
+    from_files = _Net()
+    from_files_opt = ShardedOptimizer(_checkpoint_groups(from_files), torch.optim.AdamW, lr=1.0)
+    info = load_checkpoint(directory, from_files, from_files_opt)
+    assert (info.step, info.world_size, info.metadata) == (SAVE_AT, 2, {"seed": seed})
+    _train(from_files, from_files_opt, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
+
     model = _net_from(snapshot)
     opt = ShardedOptimizer(_checkpoint_groups(model), torch.optim.AdamW, lr=1.0)
     with pytest.raises(ValueError, match="merge_sharded_state_dicts"):
@@ -288,7 +303,7 @@ def _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
     _train(model, opt, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     if world_size == 1:  # no consolidation needed; the state dict is whole
         assert sorted(opt.state_dict()["state"]) == sorted(checkpoint["state"])
-    return _cloned(model.parameters())
+    return _cloned(model.parameters()), _cloned(from_files.parameters())
 
 
 def _assert_state_dicts_equal(a, b):
@@ -299,24 +314,26 @@ def _assert_state_dicts_equal(a, b):
         assert all(torch.equal(v, b["state"][index][k]) for k, v in state.items())
 
 
-def _at_two(rank, world_size, seed):
+def _at_two(rank, world_size, seed, directory):
     assert _check_matches_unsharded(rank, world_size, seed)
-    return _save_at_two(rank, world_size, seed)
+    return _save_at_two(rank, world_size, seed, directory)
 
 
-def _at_three(rank, world_size, seed, checkpoint, snapshot, foreign_shard):
+def _at_three(rank, world_size, seed, checkpoint, snapshot, foreign_shard, directory):
     assert _check_matches_unsharded(rank, world_size, seed)
-    return _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard)
+    return _resume(rank, world_size, seed, checkpoint, snapshot, foreign_shard, directory)
 
 
-def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
+def test_matches_unsharded_and_checkpoints_move_across_world_sizes(tmp_path):
     """World sizes 2 and 3 against the unsharded optimizer; a checkpoint saved at 2 resumes at 3, 1 and in AdamW.
 
     One test because each spawned run costs seconds: the run at world size 2
-    also saves the checkpoint that the run at world size 3 resumes from.
+    also saves the checkpoints that the run at world size 3 resumes from, both
+    the state dicts and zero1.save_checkpoint's files.
     """
     seed = random.randrange(2**31)
-    saved = spawn(_at_two, 2, args=(seed,), timeout_s=TIMEOUT_S)
+    directory = str(tmp_path)
+    saved = spawn(_at_two, 2, args=(seed, directory), timeout_s=TIMEOUT_S)
     consolidated, _, snapshot, uninterrupted = saved[0]
     shards = [shard for _, shard, _, _ in saved]
 
@@ -327,15 +344,27 @@ def test_matches_unsharded_and_checkpoints_move_across_world_sizes():
     ]
 
     for world_size, run in ((3, _at_three), (1, _resume)):
-        final = spawn(run, world_size, args=(seed, consolidated, snapshot, shards[0]), timeout_s=TIMEOUT_S)
-        for params in final:
-            _assert_same(uninterrupted, params, f"resumed at world size {world_size} (seed {seed})")
+        args = (seed, consolidated, snapshot, shards[0], directory)
+        for from_dict, from_files in spawn(run, world_size, args=args, timeout_s=TIMEOUT_S):
+            _assert_same(uninterrupted, from_dict, f"resumed at world size {world_size} (seed {seed})")
+            _assert_same(uninterrupted, from_files, f"load_checkpoint at world size {world_size} (seed {seed})")
 
     model = _net_from(snapshot)
     plain = torch.optim.AdamW(_checkpoint_groups(model), lr=1.0)
     plain.load_state_dict(copy.deepcopy(consolidated))
     _train(model, plain, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
     _assert_same(uninterrupted, model.parameters(), f"resumed in plain AdamW (seed {seed})")
+
+    # The files read in one process, without a process group, into the model and plain AdamW.
+    model_state, optimizer_state, _ = read_checkpoint(directory)
+    _assert_state_dicts_equal(optimizer_state, consolidated)
+    torch.manual_seed(seed + 1)
+    model = _Net()
+    model.load_state_dict(model_state)
+    plain = torch.optim.AdamW(_checkpoint_groups(model), lr=1.0)
+    plain.load_state_dict(optimizer_state)
+    _train(model, plain, seed, range(SAVE_AT, SAVE_AT + MORE_STEPS))
+    _assert_same(uninterrupted, model.parameters(), f"read_checkpoint into plain AdamW (seed {seed})")
 
 
 # ---------------------------------------------------------------- GPUs

@@ -16,7 +16,9 @@ only in *how* and *when* they all-reduce (see :mod:`ddp.naive`, :mod:`ddp.flat`,
 - a post-accumulate-grad hook on every trainable parameter tells the wrapper that
   the parameter's gradient for this backward pass is complete, and a tensor hook
   before accumulation lets a wrapper refuse a gradient it is already sending;
-- ``no_sync()`` for gradient accumulation; bf16 gradient compression.
+- ``no_sync()`` for gradient accumulation; bf16 gradient compression;
+- ``abandon_gradient_synchronization()``, the way out of a step whose backward
+  pass raised, and the bookkeeping that notices such a step.
 """
 
 from __future__ import annotations
@@ -47,16 +49,39 @@ _MAX_SIGNATURE_LINES = 20
 # Why a rank cannot wrap its module. Ranks exchange these codes at
 # construction, so that every rank reports the problem instead of the others
 # waiting for a peer that gave up.
-_CAN_WRAP, _ALREADY_WRAPPED, _NOTHING_TRAINABLE = 0, 1, 2
+_CAN_WRAP, _ALREADY_WRAPPED, _NOTHING_TRAINABLE, _SPARSE_GRADIENTS = 0, 1, 2, 3
 _CANNOT_WRAP = {
     _ALREADY_WRAPPED: "the module is already wrapped (its gradient hooks are registered); wrap each module once",
     _NOTHING_TRAINABLE: "the module has no parameter with requires_grad=True; nothing to synchronize",
+    _SPARSE_GRADIENTS: (
+        "the module produces sparse gradients (nn.Embedding or nn.EmbeddingBag with sparse=True), which the "
+        "ddp wrappers do not all-reduce; construct those layers with sparse=False (dense gradients)"
+    ),
 }
+
+# What torch.autograd reports as the current graph task outside any backward pass.
+_NO_BACKWARD = -1
 
 
 def _digest(text: str) -> int:
     """A 64-bit hash of ``text`` as a signed integer (it travels in an int64 tensor)."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little", signed=True)
+
+
+def _sparse_layers(module: nn.Module) -> list[str]:
+    """Names of the submodules of ``module`` whose weight gets a sparse gradient (``sparse=True`` embeddings)."""
+    return [
+        name or type(module).__name__
+        for name, sub in module.named_modules()
+        if isinstance(sub, (nn.Embedding, nn.EmbeddingBag)) and sub.sparse and sub.weight.requires_grad
+    ]
+
+
+def _backward_completed(wrapper: "weakref.ref[DataParallel]", task: int) -> None:
+    """Autograd callback at the end of a backward pass; autograd runs it only if the pass did not raise."""
+    live = wrapper()
+    if live is not None and live._backward_task == task:
+        live._backward_task = None
 
 
 def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Tensor) -> None:
@@ -122,10 +147,13 @@ class DataParallel(nn.Module, abc.ABC):
                 "torchrun or ddp.launch.spawn"
             )
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        sparse_layers = _sparse_layers(module)
         if getattr(module, "_ddp_wrapped", False):
             cannot_wrap = _ALREADY_WRAPPED
         elif not named:
             cannot_wrap = _NOTHING_TRAINABLE
+        elif sparse_layers:
+            cannot_wrap = _SPARSE_GRADIENTS
         else:
             cannot_wrap = _CAN_WRAP
 
@@ -151,11 +179,16 @@ class DataParallel(nn.Module, abc.ABC):
         self._params = [p for _, p in named]
         self._settings = {"wrapper": name, "compress_bf16": compress_bf16, **(settings or {})}
 
-        self._agree_across_ranks(cannot_wrap)
+        self._agree_across_ranks(cannot_wrap, sparse_layers)
         self._broadcast_from_rank0()
 
         self._sync_enabled = True
         self._backward_seen = False
+        # The autograd graph task of the backward pass that produced this step's latest
+        # gradients, from its first gradient until autograd's end-of-pass callback clears it.
+        # Still set once no backward runs means that pass raised (see forward and
+        # _gradient_already_complete).
+        self._backward_task: int | None = None
         # The hooks live in C++ autograd state, where Python's garbage collector cannot see
         # them: a hook holding the wrapper strongly would make param -> hook -> wrapper ->
         # module -> param a cycle that is never freed (the whole model and its gradients
@@ -173,7 +206,14 @@ class DataParallel(nn.Module, abc.ABC):
     # -- the module's face -------------------------------------------------------
 
     def forward(self, *args, **kwargs):
-        """Runs the wrapped module: ``self.module(*args, **kwargs)``."""
+        """Runs the wrapped module: ``self.module(*args, **kwargs)``.
+
+        Raises:
+            GradientSyncError: an earlier backward pass on this rank raised and
+                its step was not abandoned (see :meth:`abandon_gradient_synchronization`).
+        """
+        if self._backward_task is not None and torch._C._current_graph_task_id() == _NO_BACKWARD:
+            raise GradientSyncError(self._failed_backward_message())
         return self.module(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
@@ -236,10 +276,99 @@ class DataParallel(nn.Module, abc.ABC):
         self._backward_seen = False
         self._synchronize()
 
+    def abandon_gradient_synchronization(self) -> None:
+        """Give up this step: discard its gradients, so that the next step starts clean.
+
+        Call it on every rank, outside backward, when a step cannot be finished,
+        typically after catching an exception raised by ``loss.backward()`` (or
+        by a forward pass or loss in between) on every rank. It is a collective
+        for :class:`ddp.OverlapDDP` and :class:`ddp.BucketedDDP`: some of their
+        all-reduces started during the failed backward, how many depends on how
+        far it got on each rank, so every rank now launches all the others of
+        the step and waits for them (one step's worth of communication, results
+        discarded), and the next step's all-reduces pair up again. A rank that
+        finished the step instead would average partial gradients. Every
+        trainable parameter's ``.grad`` is then set to ``None``, including what
+        ``no_sync()`` passes accumulated since the last synchronization. Then run
+        the next step as usual (``optimizer.zero_grad()``, forward, backward,
+        ``finish_gradient_synchronization()``, ``optimizer.step()``); skip
+        ``optimizer.step()`` for the abandoned step.
+
+        Example::
+
+            try:
+                loss_fn(model(x), y).backward()
+            except FloatingPointError:          # raised on every rank (see the README if on some only)
+                model.abandon_gradient_synchronization()
+                continue                        # skip this batch
+            model.finish_gradient_synchronization()
+            optimizer.step()
+
+        Raises:
+            GradientSyncError: called inside a backward pass, or an all-reduce
+                of the abandoned step failed (a peer died or did not call this).
+        """
+        if torch._C._current_graph_task_id() != _NO_BACKWARD:
+            raise GradientSyncError(
+                "abandon_gradient_synchronization() was called inside a backward pass; call it after "
+                "catching the exception that backward raised"
+            )
+        try:
+            self._abandon()
+        finally:
+            self._backward_task = None
+            self._backward_seen = False
+            for param in self._params:
+                param.grad = None
+
     def _grad_hook(self, index: int) -> None:
+        self._note_backward()
+        grad = self._params[index].grad
+        if grad is not None and grad.layout != torch.strided:
+            raise GradientSyncError(
+                f"{self._param_names[index]} got a {grad.layout} gradient; the ddp wrappers all-reduce dense "
+                "gradients only (a sparse gradient comes from, e.g., an embedding with sparse=True): make it "
+                "dense, then call model.abandon_gradient_synchronization() on every rank"
+            )
         self._backward_seen = True
         if self._sync_enabled:
             self._on_grad_ready(index)
+
+    def _note_backward(self) -> None:
+        """Remember the backward pass now running (from its first gradient) until autograd reports it complete."""
+        task = torch._C._current_graph_task_id()
+        if self._backward_task is None:
+            self._backward_task = task
+            wrapper = weakref.ref(self)
+            torch.autograd.Variable._execution_engine.queue_callback(
+                functools.partial(_backward_completed, wrapper, task)
+            )
+
+    def _failed_backward_message(self) -> str:
+        return (
+            "the last backward pass on this rank did not complete (it raised an exception), so this step's "
+            "gradients are partial and, with OverlapDDP and BucketedDDP, some of their all-reduces started "
+            "while others did not. Call model.abandon_gradient_synchronization() on every rank to discard "
+            "the step, then start the next one"
+        )
+
+    def _gradient_already_complete(self, index: int) -> GradientSyncError:
+        """The error for a gradient that backward is about to add into although it is complete for this step."""
+        name = self._param_names[index]
+        if self._backward_task not in (None, torch._C._current_graph_task_id()):
+            return GradientSyncError(
+                f"a backward pass reached {name}, whose gradient for this step is already complete; nothing "
+                f"was added to it. {self._failed_backward_message()}"
+            )
+        return GradientSyncError(
+            f"a second backward pass reached {name}, whose gradient for this step is already complete (and "
+            "may be in an all-reduce); nothing was added to it. Run one backward pass per synchronized step "
+            "(accumulate earlier micro-batches inside no_sync()), and call finish_gradient_synchronization() "
+            "after each step's backward"
+        )
+
+    def _abandon(self) -> None:
+        """Wrappers whose all-reduces start during backward issue and await all of the abandoned step's."""
 
     def _before_accumulate(self, index: int) -> None:
         """Called before backward adds into ``self._params[index].grad``; raise to stop it.
@@ -294,30 +423,40 @@ class DataParallel(nn.Module, abc.ABC):
 
     def _structure_signature(self) -> str:
         lines = [
-            f"parameter {n} shape={tuple(p.shape)} dtype={p.dtype} requires_grad={p.requires_grad}"
+            f"parameter {n} shape={tuple(p.shape)} dtype={p.dtype} device={p.device.type} "
+            f"requires_grad={p.requires_grad}"
             for n, p in self.module.named_parameters()
         ]
-        lines += [f"buffer {n} shape={tuple(b.shape)} dtype={b.dtype}" for n, b in self.module.named_buffers()]
+        lines += [
+            f"buffer {n} shape={tuple(b.shape)} dtype={b.dtype} device={b.device.type}"
+            for n, b in self.module.named_buffers()
+        ]
         return "\n".join(lines)
 
     def _settings_signature(self) -> str:
         return ", ".join(f"{key}={value!r}" for key, value in self._settings.items())
 
     def _exchange_device(self) -> torch.device:
-        """Where the construction check's tensor lives: NCCL exchanges only this rank's GPU tensors."""
-        first = next(itertools.chain(self.module.parameters(), self.module.buffers()), None)
-        if first is not None:
-            return first.device
-        if dist.get_backend(self.process_group) == dist.Backend.NCCL:
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
+        """Where the wrapper's own small collectives put their tensors.
 
-    def _agree_across_ranks(self, cannot_wrap: int) -> None:
+        Not simply the first parameter's device, which on a misconfigured rank may
+        be one the backend cannot use (the construction check must report that,
+        not crash on it): CPU for gloo; for NCCL, which moves only GPU tensors,
+        the module's first CUDA device, else the current CUDA device.
+        """
+        if dist.get_backend(self.process_group) != dist.Backend.NCCL:
+            return torch.device("cpu")
+        tensors = itertools.chain(self.module.parameters(), self.module.buffers())
+        first_cuda = next((t.device for t in tensors if t.device.type == "cuda"), None)
+        return first_cuda if first_cuda is not None else torch.device("cuda", torch.cuda.current_device())
+
+    def _agree_across_ranks(self, cannot_wrap: int, sparse_layers: list[str]) -> None:
         """One all-gather, before any broadcast could hang: every rank can wrap, and wraps the same.
 
         Each rank contributes its :data:`_CANNOT_WRAP` code, a hash of its
-        parameter/buffer list and a hash of the wrapper's settings. Any
-        difference raises ``ValueError`` on every rank.
+        parameter/buffer list (name, shape, dtype, device type and
+        ``requires_grad`` of each, in order) and a hash of the wrapper's
+        settings. Any difference raises ``ValueError`` on every rank.
         """
         name = type(self).__name__
         structure, settings = self._structure_signature(), self._settings_signature()
@@ -330,9 +469,10 @@ class DataParallel(nn.Module, abc.ABC):
         failing = [(rank, row[0]) for rank, row in enumerate(rows) if row[0] != _CAN_WRAP]
         if failing:
             reasons = "; ".join(f"rank {rank}: {_CANNOT_WRAP[code]}" for rank, code in failing)
-            raise ValueError(f"{name}: cannot wrap the module on every rank ({reasons})")
+            here = f". On this rank: {', '.join(sparse_layers)}" if cannot_wrap == _SPARSE_GRADIENTS else ""
+            raise ValueError(f"{name}: cannot wrap the module on every rank ({reasons}){here}")
         checks = (
-            (1, "module parameters or buffers (names, shapes, dtypes, requires_grad)", structure),
+            (1, "module parameters or buffers (names, shapes, dtypes, device types, requires_grad)", structure),
             (2, "wrapper class or settings", settings),
         )
         for column, what, signature in checks:
@@ -343,7 +483,8 @@ class DataParallel(nn.Module, abc.ABC):
                 continue
             lines = signature.splitlines()
             shown = "\n".join(lines[:_MAX_SIGNATURE_LINES])
-            more = f"\n... ({len(lines) - _MAX_SIGNATURE_LINES} more lines)" if len(lines) > _MAX_SIGNATURE_LINES else ""
+            hidden = len(lines) - _MAX_SIGNATURE_LINES
+            more = f"\n... ({hidden} more lines)" if hidden > 0 else ""
             raise ValueError(
                 f"{name}: {what} differ across ranks; ranks that agree: {sorted(groups.values())}. "
                 f"This rank ({self.rank}) has:\n{shown}{more}"

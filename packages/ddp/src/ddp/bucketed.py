@@ -142,7 +142,8 @@ class BucketedDDP(DataParallel):
     is pointed at the view. ``optimizer.zero_grad(set_to_none=False)`` keeps the
     views and avoids that copy. As in :class:`ddp.OverlapDDP`, run exactly one
     backward pass per synchronized step (earlier micro-batches inside
-    ``no_sync()``).
+    ``no_sync()``), and after a backward pass that raised call
+    ``abandon_gradient_synchronization()`` on every rank.
 
     Arguments:
         module: the model, on this rank's device (see :class:`ddp.DataParallel`).
@@ -250,7 +251,8 @@ class BucketedDDP(DataParallel):
         self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
 
     def _before_accumulate(self, index: int) -> None:
-        self._launcher.check_not_ready(index)
+        if self._launcher.is_ready(index):
+            raise self._gradient_already_complete(index)
 
     def _on_grad_ready(self, index: int) -> None:
         self._launcher.mark_ready(index)
@@ -267,6 +269,11 @@ class BucketedDDP(DataParallel):
         if self._ready_order is not None:
             observed, self._ready_order = self._ready_order, None
             self._rebuild_buckets(observed)
+
+    def _abandon(self) -> None:
+        if self._ready_order is not None:
+            self._ready_order.clear()  # observe the next, complete step instead
+        self._launcher.abandon()
 
     def _rebuild_buckets(self, observed: list[int]) -> None:
         """Rebuild the buckets in the order ``observed`` on rank 0 (parameter indices, each at most once)."""

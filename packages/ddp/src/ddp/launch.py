@@ -27,12 +27,15 @@ Example::
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import multiprocessing as mp
 import os
 import pickle
 import queue
+import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -48,6 +51,16 @@ __all__ = ["find_free_port", "spawn", "DistributedRunError"]
 # break) or block in a collective forever. Their reports are awaited this long, so
 # that the root cause and its consequences are reported together.
 FAILURE_GRACE_S = 5.0
+
+# A rank asked for its stack (SIGUSR1) writes it at once from a signal handler, even
+# while blocked in a collective; the parent reads the files for at most this long.
+STACK_DUMP_WAIT_S = 2.0
+
+# The innermost lines of each unfinished rank's stack that a report shows.
+_STACK_LINES_SHOWN = 12
+
+# POSIX only; elsewhere the report names the unfinished ranks without their stacks.
+_STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 class DistributedRunError(RuntimeError):
@@ -88,7 +101,11 @@ def _run_rank(
     import_root: str | None,
     timeout_s: float,
     results: "mp.Queue[tuple[int, bool, Any]]",
+    stack_file: str,
 ) -> None:
+    if _STACK_SIGNAL is not None:
+        # The file stays open for the life of the process: the handler writes to its descriptor.
+        faulthandler.register(_STACK_SIGNAL, file=open(stack_file, "w"), all_threads=True)  # noqa: SIM115
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -157,8 +174,11 @@ def spawn(
         DistributedRunError: a rank raised (its traceback is in the message),
             exited without reporting, or was still running at the deadline.
             After a failure the other ranks get ``FAILURE_GRACE_S`` seconds to
-            report theirs, which the message includes. All ranks are terminated
-            before this is raised.
+            report theirs, which the message includes. The message names the
+            ranks that finished and those that had not, with the innermost
+            frames of each unfinished rank's Python stack (on POSIX), which show
+            the collective it was waiting in. All ranks are terminated before
+            this is raised.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -176,10 +196,14 @@ def spawn(
     # Unpickled by each rank once fn's module is importable there (see _import_root).
     call = pickle.dumps((fn, tuple(args)))
     import_root = _import_root(fn)
+    stacks_dir = tempfile.TemporaryDirectory(prefix="ddp-launch-stacks-")
+    stack_files = [os.path.join(stacks_dir.name, f"rank{rank}.txt") for rank in range(world_size)]
+    for path in stack_files:  # empty until the rank dumps its stack (if it started far enough to listen)
+        open(path, "w").close()
     procs = [
         ctx.Process(
             target=_run_rank,
-            args=(rank, world_size, backend, port, call, import_root, timeout_s, results),
+            args=(rank, world_size, backend, port, call, import_root, timeout_s, results, stack_files[rank]),
             name=f"rank{rank}",
         )
         for rank in range(world_size)
@@ -190,6 +214,7 @@ def spawn(
     deadline = time.monotonic() + timeout_s
     values: dict[int, Any] = {}
     failures: dict[int, str] = {}
+    unfinished_report = ""
     try:
         while len(values) + len(failures) < world_size:
             try:
@@ -209,11 +234,13 @@ def spawn(
                             failures[r] = f"exited with code {procs[r].exitcode} and no result"
                         deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
                 if time.monotonic() > deadline:
+                    running = [r for r in range(world_size) if r not in values and r not in failures]
+                    unfinished_report = _unfinished_report(running, sorted(values), procs, stack_files)
                     if failures:
                         break
-                    missing = [r for r in range(world_size) if r not in values]
                     raise DistributedRunError(
-                        f"ranks {missing} of {world_size} still running after timeout_s={timeout_s}"
+                        f"ranks {running} of {world_size} still running after timeout_s={timeout_s}"
+                        f"{unfinished_report}"
                     )
                 continue
             if ok:
@@ -231,8 +258,81 @@ def spawn(
                 proc.kill()
                 proc.join()
         results.close()
+        stacks_dir.cleanup()
 
     if failures:
         report = "\n".join(f"--- rank {r} ---\n{msg}" for r, msg in sorted(failures.items()))
-        raise DistributedRunError(f"{len(failures)} of {world_size} ranks failed:\n{report}")
+        raise DistributedRunError(f"{len(failures)} of {world_size} ranks failed:\n{report}{unfinished_report}")
     return [values[r] for r in range(world_size)]
+
+
+def _unfinished_report(
+    running: list[int], finished: list[int], procs: Sequence[mp.process.BaseProcess], stack_files: list[str]
+) -> str:
+    """Which ranks had finished and which had not, with the innermost frames of each unfinished rank's stack.
+
+    Asks each unfinished, live rank for its stack (see :func:`_run_rank`) and
+    waits up to ``STACK_DUMP_WAIT_S`` for the dumps. Empty if every rank ended.
+    """
+    if not running:
+        return ""
+    asked = []
+    for rank in running:
+        if _STACK_SIGNAL is not None and procs[rank].is_alive():
+            try:
+                os.kill(procs[rank].pid, _STACK_SIGNAL)
+                asked.append(rank)
+            except ProcessLookupError:  # it ended in the meantime
+                pass
+    dumps = {rank: "" for rank in running}
+    give_up = time.monotonic() + STACK_DUMP_WAIT_S
+    while asked and time.monotonic() < give_up:
+        time.sleep(0.1)
+        for rank in asked:
+            with open(stack_files[rank]) as dump:
+                dumps[rank] = dump.read()
+        if all(_complete_dump(dumps[rank]) for rank in asked):
+            break
+    lines = [f"\nfinished: ranks {finished}; not finished: ranks {running}"]
+    for rank in running:
+        frames = _innermost_frames(dumps[rank])
+        collective = _collective_of(frames)
+        waits = f", waiting in torch.distributed.{collective}" if collective else ""
+        where = "\n".join(frames) if frames else "  (no stack: the rank did not answer)"
+        lines.append(f"--- rank {rank} (not finished{waits}); its stack, most recent call first ---\n{where}")
+    return "\n".join(lines)
+
+
+def _complete_dump(text: str) -> bool:
+    """Whether a faulthandler dump is complete: it ends with a newline after the outermost frame."""
+    return text.endswith("\n") and "File" in text
+
+
+def _innermost_frames(dump: str) -> list[str]:
+    """The main thread's frames in a faulthandler dump of all threads, innermost first, down to ``fn``.
+
+    faulthandler writes each thread as a header line (``Thread 0x...`` or
+    ``Current thread 0x...``, then ``(most recent call first):``) followed by its
+    frames. The main thread is the one that runs :func:`_run_rank`; its frames
+    from there outwards are the launcher's own and are left out.
+    """
+    threads: list[list[str]] = []
+    for line in dump.splitlines():
+        if line.startswith(("Thread ", "Current thread ")):
+            threads.append([])
+        elif line.strip() and threads:
+            threads[-1].append(line)
+    launcher_frame = f" in {_run_rank.__name__}"
+    for frames in threads:
+        ends = [i for i, frame in enumerate(frames) if frame.endswith(launcher_frame)]
+        if ends:
+            return frames[: ends[0]][:_STACK_LINES_SHOWN]
+    return threads[0][:_STACK_LINES_SHOWN] if threads else []
+
+
+def _collective_of(frames: list[str]) -> str | None:
+    """The torch.distributed function in the innermost frames, e.g. ``all_reduce``, if the rank waits in one."""
+    for frame in frames:
+        if f"torch{os.sep}distributed{os.sep}distributed_c10d.py" in frame:
+            return frame.rsplit(" in ", 1)[-1]
+    return None

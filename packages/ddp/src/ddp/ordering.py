@@ -62,24 +62,18 @@ class InOrderLauncher:
         self._next = 0  # the lowest unit index not launched yet
         self._in_flight: list[tuple[int, dist.Work]] = []
 
-    def check_not_ready(self, index: int) -> None:
-        """Raise if parameter ``index``'s gradient is already complete in this step.
+    def is_ready(self, index: int) -> bool:
+        """Whether parameter ``index``'s gradient is complete in this step (and may be in an all-reduce).
 
-        Call it before backward adds into that gradient: once ready, the
-        gradient may be in an all-reduce, and adding into it would corrupt the
-        average on this rank only.
+        Check it before backward adds into that gradient: adding into a gradient
+        that is being all-reduced would corrupt the average on this rank only.
         """
-        if self._ready[index]:
-            raise GradientSyncError(
-                f"a second backward pass reached {self._names[index]}, whose gradient for this step "
-                "is already complete (and may be in an all-reduce); nothing was added to it. Run one "
-                "backward pass per synchronized step (accumulate earlier micro-batches inside "
-                "no_sync()), and call finish_gradient_synchronization() after each step's backward"
-            )
+        return self._ready[index]
 
     def mark_ready(self, index: int) -> None:
         """Record that parameter ``index``'s gradient is complete; launch every unit now due."""
-        self.check_not_ready(index)
+        if self._ready[index]:
+            raise GradientSyncError(f"{self._names[index]}'s gradient was reported complete twice in one step")
         self._ready[index] = True
         self._missing[self._unit_of[index]] -= 1
         while self._next < len(self.units) and self._missing[self._next] == 0:
@@ -97,13 +91,29 @@ class InOrderLauncher:
             GradientSyncError: an all-reduce failed or timed out; the message
                 names the gradients not yet averaged.
         """
+        self._drain(complete=True)
+
+    def abandon(self) -> None:
+        """Launch the remaining units in order and wait for all, completing none; then start a new step.
+
+        Every rank that abandons a step thus issues all of its all-reduces, however
+        far its backward got, so the next step's all-reduces pair up again; their
+        results are discarded.
+
+        Raises:
+            GradientSyncError: an all-reduce failed or timed out.
+        """
+        self._drain(complete=False)
+
+    def _drain(self, complete: bool) -> None:
         completed = 0
         try:
             while self._next < len(self.units):
                 self._launch_next()
             for unit, work in self._in_flight:
                 work.wait()
-                self._complete(unit)
+                if complete:
+                    self._complete(unit)
                 completed += 1
         except GradientSyncError:
             raise

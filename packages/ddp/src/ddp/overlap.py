@@ -29,7 +29,8 @@ class OverlapDDP(DataParallel):
     step: a second backward before ``finish_gradient_synchronization()`` would
     write into gradients that are being communicated and raises
     :class:`ddp.GradientSyncError` (accumulate earlier micro-batches inside
-    ``no_sync()`` instead).
+    ``no_sync()`` instead). After a backward pass that raised, call
+    ``abandon_gradient_synchronization()`` on every rank.
 
     Arguments:
         module: the model, on this rank's device (see :class:`ddp.DataParallel`).
@@ -57,7 +58,8 @@ class OverlapDDP(DataParallel):
         self._wire: dict[int, torch.Tensor] = {}  # unit -> the tensor being all-reduced
 
     def _before_accumulate(self, index: int) -> None:
-        self._launcher.check_not_ready(index)
+        if self._launcher.is_ready(index):
+            raise self._gradient_already_complete(index)
 
     def _on_grad_ready(self, index: int) -> None:
         self._launcher.mark_ready(index)
@@ -65,6 +67,12 @@ class OverlapDDP(DataParallel):
     def _synchronize(self) -> None:
         try:
             self._launcher.finish()
+        finally:
+            self._wire.clear()
+
+    def _abandon(self) -> None:
+        try:
+            self._launcher.abandon()
         finally:
             self._wire.clear()
 

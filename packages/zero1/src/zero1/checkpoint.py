@@ -12,16 +12,18 @@ a ``ShardedOptimizer`` at any world size.
 
 Sharded form: one per rank, the same layout restricted to the state of the
 parameters that rank owns, plus a ``"zero1_shard"`` entry that records the
-partition (``{"rank": r, "world_size": n, "owners": [rank of each index]}``). It
-loads back only at the same world size and partition; to change world size,
-merge the shards with :func:`merge_sharded_state_dicts` (no processes needed).
+partition and the number of steps taken
+(``{"rank": r, "world_size": n, "owners": [rank of each index], "step": s}``).
+It loads back only at the same world size and partition; to change world size,
+merge the shards with :func:`merge_sharded_state_dicts` (no processes needed),
+or save and load with :func:`zero1.save_checkpoint` / :func:`zero1.load_checkpoint`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-__all__ = ["SHARD_KEY", "merge_sharded_state_dicts"]
+__all__ = ["SHARD_KEY", "merge_sharded_state_dicts", "shard_of"]
 
 SHARD_KEY = "zero1_shard"
 
@@ -36,6 +38,11 @@ def merge_sharded_state_dicts(shards: Sequence[Mapping[str, Any]]) -> dict[str, 
     Returns:
         The consolidated state dict (``{"state", "param_groups"}``); tensors are the
         shards' own objects, not copies.
+
+    Raises:
+        ValueError: not one shard per rank, shards of different partitions, or
+            shards taken after different numbers of steps (the message names
+            each rank's step).
 
     Example::
 
@@ -59,12 +66,46 @@ def merge_sharded_state_dicts(shards: Sequence[Mapping[str, Any]]) -> dict[str, 
         )
     if any(list(shard[SHARD_KEY]["owners"]) != owners for shard in shards):
         raise ValueError("shards come from different partitions (their 'owners' lists differ)")
+    steps = {shard[SHARD_KEY]["rank"]: shard[SHARD_KEY].get("step") for shard in shards}
+    if len(set(steps.values())) > 1:
+        described = ", ".join(f"rank {rank}: {step}" for rank, step in sorted(steps.items()))
+        raise ValueError(
+            f"shards were taken after different numbers of steps ({described}), e.g. by a save interrupted "
+            "part-way; merge shards saved together (zero1.save_checkpoint commits them at once)"
+        )
 
     state: dict[int, Any] = {}
     for shard in shards:
         rank = shard[SHARD_KEY]["rank"]
         for index, param_state in shard["state"].items():
             if owners[index] != rank:
-                raise ValueError(f"shard of rank {rank} holds state for parameter {index}, owned by rank {owners[index]}")
+                raise ValueError(
+                    f"shard of rank {rank} holds state for parameter {index}, owned by rank {owners[index]}"
+                )
             state[index] = param_state
     return {"state": dict(sorted(state.items())), "param_groups": [dict(g) for g in shards[0]["param_groups"]]}
+
+
+def shard_of(
+    consolidated: Mapping[str, Any], owners: Sequence[int], rank: int, world_size: int, step: int | None
+) -> dict[str, Any]:
+    """The sharded state dict of ``rank`` under the partition ``owners``, cut from a consolidated one.
+
+    This is how shards saved at one world size are loaded at another: merge
+    them, then cut each new rank's shard out of the result.
+
+    Arguments:
+        consolidated: ``{"state", "param_groups"}``, e.g. from :func:`merge_sharded_state_dicts`.
+        owners: the owner rank of each parameter index (``ShardedOptimizer.owners``).
+        rank: the rank whose shard to cut.
+        world_size: the number of ranks of the partition.
+        step: the number of steps the state has taken, recorded in the shard.
+
+    Returns:
+        ``{"state", "param_groups", "zero1_shard"}``; tensors are ``consolidated``'s own.
+    """
+    return {
+        "state": {index: value for index, value in consolidated["state"].items() if owners[index] == rank},
+        "param_groups": [dict(group) for group in consolidated["param_groups"]],
+        SHARD_KEY: {"rank": rank, "world_size": world_size, "owners": list(owners), "step": step},
+    }

@@ -1,4 +1,4 @@
-"""Collect one picklable object from every rank onto one rank.
+"""Collect one picklable object from every rank onto one rank, or a few integers from every rank onto all.
 
 ``torch.distributed.gather_object`` would do, but it decodes the received bytes
 through NumPy (``tensor.numpy()``), and this package depends on torch only. Here
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["collective_device", "gather_objects"]
+__all__ = ["all_gather_ints", "collective_device", "gather_objects"]
 
 
 def _to_tensor(data: bytes, length: int, device: torch.device) -> torch.Tensor:
@@ -33,7 +33,17 @@ def _to_bytes(tensor: torch.Tensor, length: int) -> bytes:
 
 def collective_device(group: dist.ProcessGroup | None = None) -> torch.device:
     """Where tensors of a collective over ``group`` must live: NCCL moves only the current CUDA device's."""
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_gather_ints(values: list[int], group: dist.ProcessGroup | None = None) -> list[list[int]]:
+    """Every rank's ``values`` (the same number of 64-bit integers on each), indexed by rank (a collective)."""
+    mine = torch.tensor(values, dtype=torch.int64, device=collective_device(group))
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, mine, group=group)
+    return [row.tolist() for row in everyone]
 
 
 def gather_objects(obj: Any, to: int, group: dist.ProcessGroup | None = None) -> list[Any] | None:

@@ -20,13 +20,46 @@ from torch.optim import Optimizer
 
 from zero1.broadcast import BROADCAST_MODES, ParameterBroadcaster
 from zero1.checkpoint import SHARD_KEY, merge_sharded_state_dicts
-from zero1.gather import collective_device, gather_objects
+from zero1.gather import all_gather_ints, gather_objects
 from zero1.partition import partition_parameters
 
 __all__ = ["ShardedOptimizer"]
 
 # Group entries that describe the parameters themselves rather than options of the update.
 _PARAM_KEYS = ("params", "param_names")
+
+
+# Integer dtypes by element size, through which a parameter's bit patterns are summed exactly.
+_BITS_AS_INTEGERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+
+
+def _digest(text: str) -> int:
+    """A 64-bit hash of ``text`` as a signed integer (it travels in an int64 tensor)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little", signed=True)
+
+
+def _value_fingerprints(params: list[torch.Tensor]) -> list[int]:
+    """For each parameter, the sum of its elements' bit patterns read as integers (exact; 0 on the meta device).
+
+    Equal on every rank for a parameter that holds the same values there, and
+    in practice different for parameters with different values: what tells
+    same-shaped parameters apart when they come without names.
+    """
+    sums: list[int] = [0] * len(params)
+    by_device: dict[torch.device, list[int]] = {}
+    for index, param in enumerate(params):
+        if param.device.type != "meta" and param.numel() > 0:
+            by_device.setdefault(param.device, []).append(index)
+    for indices in by_device.values():
+        totals = []
+        for index in indices:
+            param = params[index]
+            as_integers = _BITS_AS_INTEGERS.get(param.element_size(), torch.int64)
+            bits = param.detach().reshape(-1).view(torch.uint8).view(as_integers)
+            totals.append(bits.sum(dtype=torch.int64))
+        for index, total in zip(indices, torch.stack(totals).tolist()):
+            sums[index] = total
+    return sums
 
 
 def _state_weight(param: torch.Tensor) -> int:
@@ -162,6 +195,13 @@ class ShardedOptimizer(Optimizer):
         self._local: Optimizer | None = None
         self._pending_local_groups: list[dict[str, Any]] = []
         self._consolidated: dict[str, Any] | None = None
+        # Completed step() calls since construction, or since the state was loaded from
+        # shards that recorded them; recorded in every shard, so that shards of different
+        # steps are told apart.
+        self._steps_taken = 0
+        # Why no checkpoint may be taken: a step() that raised may have left this rank's
+        # parameters from two different steps (its own shard updated, others' broadcasts not).
+        self._torn: str | None = None
 
         super().__init__(params, defaults)  # calls self.add_param_group once per group
 
@@ -188,6 +228,20 @@ class ShardedOptimizer(Optimizer):
         return self._world_size
 
     @property
+    def process_group(self) -> dist.ProcessGroup | None:
+        """The data-parallel group (``None``: the default group)."""
+        return self._process_group
+
+    @property
+    def steps_taken(self) -> int:
+        """Completed :meth:`step` calls.
+
+        Counted from construction, or from the count that the shards last loaded
+        recorded (a consolidated state dict records none: the count restarts at 0).
+        """
+        return self._steps_taken
+
+    @property
     def owners(self) -> tuple[int, ...]:
         """The owner rank of each parameter, in ``param_groups`` order (groups, then parameters)."""
         return tuple(self._owners)
@@ -204,9 +258,10 @@ class ShardedOptimizer(Optimizer):
         (a collective: it checks that they do).
 
         Raises:
-            ValueError: on every rank, if the group's parameters (number, shapes,
-                dtypes, ``requires_grad``) or the groups before it differ between
-                ranks; the group is then not added.
+            ValueError: on every rank, if the group's parameters (number, names
+                when given, shapes, dtypes, device types, ``requires_grad``, or
+                their order) or the groups before it differ between ranks; the
+                group is then not added.
         """
         loads = [0] * self._world_size  # elements each rank owns before this group
         for param, owner in zip(self._all_params(), self._owners, strict=True):
@@ -214,7 +269,7 @@ class ShardedOptimizer(Optimizer):
         super().add_param_group(param_group)  # validates, fills in defaults, appends to param_groups
         group = self.param_groups[-1]
         try:
-            self._check_same_group_on_every_rank(group["params"])
+            self._check_same_group_on_every_rank(group)
         except ValueError:
             self.param_groups.pop()
             raise
@@ -239,13 +294,30 @@ class ShardedOptimizer(Optimizer):
         A collective: every rank must call it. ``closure`` and ``kwargs`` go to the
         wrapped optimizer's ``step`` (which calls ``closure`` on every rank, owning
         parameters or not). Returns what that ``step`` returns.
+
+        If it raises (typically: a broadcast failed because a peer died or timed
+        out), this rank's parameters may mix two steps, so every later
+        :meth:`step`, :meth:`state_dict`, :meth:`sharded_state_dict` and
+        :meth:`consolidate_state_dict` raises ``RuntimeError`` saying so, until
+        :meth:`load_state_dict` replaces the state (load the model's parameters
+        from the same checkpoint).
         """
+        self._refuse_if_torn("step()")
         self._consolidated = None
         for group, local_group in zip(self.param_groups, self._local.param_groups):
             local_group.update((k, v) for k, v in group.items() if k not in _PARAM_KEYS)
-        loss = self._local.step(closure, **kwargs)
-        if self._world_size > 1:
-            self._broadcaster.broadcast()
+        try:
+            loss = self._local.step(closure, **kwargs)
+            if self._world_size > 1:
+                self._broadcaster.broadcast()
+        except BaseException as error:
+            self._torn = (
+                f"step() raised on this rank ({type(error).__name__}: {error}) after {self._steps_taken} "
+                "completed steps, so its parameters may mix two steps (this rank's share updated, the "
+                "broadcasts of the others' not received)"
+            )
+            raise
+        self._steps_taken += 1
         return loss
 
     # ------------------------------------------------------------------ checkpoints
@@ -255,9 +327,14 @@ class ShardedOptimizer(Optimizer):
 
         Returns ``{"state", "param_groups", "zero1_shard"}``: ``state`` keyed by the
         global parameter index, only for parameters this rank owns; ``param_groups``
-        with every group's options and all indices; ``zero1_shard`` the partition.
+        with every group's options and all indices; ``zero1_shard`` the partition
+        and :attr:`steps_taken` (``{"rank", "world_size", "owners", "step"}``).
         Tensors are the live state tensors, not copies (as in ``torch.optim``).
+
+        Raises:
+            RuntimeError: a :meth:`step` raised on this rank (see there).
         """
+        self._refuse_if_torn("sharded_state_dict()")
         local = self._local.state_dict()
         local_to_global = [i for i, owner in enumerate(self._owners) if owner == self._rank]
         offsets = [0]
@@ -271,7 +348,12 @@ class ShardedOptimizer(Optimizer):
         return {
             "state": {local_to_global[i]: s for i, s in local["state"].items()},
             "param_groups": param_groups,
-            SHARD_KEY: {"rank": self._rank, "world_size": self._world_size, "owners": list(self._owners)},
+            SHARD_KEY: {
+                "rank": self._rank,
+                "world_size": self._world_size,
+                "owners": list(self._owners),
+                "step": self._steps_taken,
+            },
         }
 
     def consolidate_state_dict(self, to: int = 0) -> None:
@@ -280,18 +362,39 @@ class ShardedOptimizer(Optimizer):
         Afterwards, and until the next :meth:`step`, :meth:`add_param_group` or
         :meth:`load_state_dict`, :meth:`state_dict` on rank ``to`` returns the
         consolidated form, with every tensor copied to CPU memory.
+
+        Raises:
+            RuntimeError: on rank ``to`` and on the failing ranks, if a
+                :meth:`step` raised on any rank (see there).
         """
         if not isinstance(to, int) or not 0 <= to < self._world_size:
             raise ValueError(f"to must be a rank in 0..{self._world_size - 1}, got {to!r}")
-        shards = gather_objects(_to_cpu(self.sharded_state_dict()), to, self._process_group)
-        self._consolidated = None if shards is None else merge_sharded_state_dicts(shards)
+        # A torn rank sends why instead of its shard: the collective still completes everywhere.
+        mine = self._torn if self._torn is not None else _to_cpu(self.sharded_state_dict())
+        shards = gather_objects(mine, to, self._process_group)
+        self._refuse_if_torn("consolidate_state_dict()")
+        if shards is None:
+            return
+        torn = [rank for rank, shard in enumerate(shards) if isinstance(shard, str)]
+        if torn:
+            raise RuntimeError(
+                f"consolidate_state_dict(): ranks {torn} cannot give their state (rank {torn[0]}: "
+                f"{shards[torn[0]]}); no checkpoint can be taken from this state. Resume from the last "
+                "checkpoint instead"
+            )
+        self._consolidated = merge_sharded_state_dicts(shards)
 
     def state_dict(self) -> dict[str, Any]:
         """The consolidated state dict, loadable into plain ``optimizer_cls`` or any world size.
 
         At world size 1 it is available directly; otherwise call
         :meth:`consolidate_state_dict` on every rank first and this on its ``to`` rank.
+
+        Raises:
+            RuntimeError: no fresh consolidation, or a :meth:`step` raised on
+                this rank (see there).
         """
+        self._refuse_if_torn("state_dict()")
         if self._world_size == 1:
             return merge_sharded_state_dicts([self.sharded_state_dict()])
         if self._consolidated is None:
@@ -305,15 +408,53 @@ class ShardedOptimizer(Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a consolidated state dict (any world size, or from plain ``optimizer_cls``) or this rank's shard.
 
-        Call it on every rank. From the consolidated form each rank keeps only the
-        state of the parameters it owns. Options in the saved groups replace the
-        current ones, as in ``torch.optim``.
+        Call it on every rank: at world size > 1 it is a collective, in which the
+        ranks agree before anything is loaded. From the consolidated form each
+        rank keeps only the state of the parameters it owns. Options in the saved
+        groups replace the current ones, as in ``torch.optim``. It clears the
+        refusal left by a :meth:`step` that raised: load the model's parameters
+        from the same checkpoint.
+
+        Raises:
+            TypeError, ValueError: on every rank (nothing is loaded anywhere) if
+                some rank's state dict does not fit this optimizer (its shard is
+                another rank's or another partition's; its groups have other
+                sizes), if some ranks load shards and others a consolidated
+                dict, or if the shards were taken after different steps (a save
+                interrupted part-way); the message names the ranks and steps.
+        """
+        problem: Exception | None = None
+        plan = None
+        try:
+            plan = self._plan_load(state_dict)
+        except (TypeError, ValueError) as error:
+            problem = error
+        except KeyError as error:
+            problem = ValueError(f"state_dict lacks the entry {error}: it is not an optimizer state dict")
+        shard_step = plan[2] if plan is not None else None
+        self._agree_on_load(problem, isinstance(state_dict, dict) and SHARD_KEY in state_dict, shard_step)
+
+        options, local_dict, step = plan
+        for group, group_options in zip(self.param_groups, options):
+            group.update(group_options)
+        self._local.load_state_dict(local_dict)
+        self.state = self._local.state  # torch's load_state_dict replaced the dict
+        self._consolidated = None
+        self._torn = None
+        self._steps_taken = step if step is not None else 0
+
+    def _plan_load(self, state_dict: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any], int | None]:
+        """Check ``state_dict`` against this optimizer, changing nothing.
+
+        Returns each group's saved options, the wrapped optimizer's local state
+        dict, and the step recorded in a shard (``None`` for the consolidated form).
         """
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
             raise TypeError(
                 "state_dict must be an optimizer state dict with 'state' and 'param_groups', "
                 f"got {type(state_dict).__name__}"
             )
+        step = None
         if SHARD_KEY in state_dict:
             saved = state_dict[SHARD_KEY]
             if (saved["world_size"], saved["rank"], list(saved["owners"])) != (
@@ -327,6 +468,7 @@ class ShardedOptimizer(Optimizer):
                     f"own shard at the same world size, or merge the shards with "
                     f"zero1.merge_sharded_state_dicts and load the consolidated dict"
                 )
+            step = saved.get("step")
         saved_groups = state_dict["param_groups"]
         if [len(g["params"]) for g in saved_groups] != [len(g["params"]) for g in self.param_groups]:
             raise ValueError(
@@ -337,47 +479,105 @@ class ShardedOptimizer(Optimizer):
         owned = [i for i, owner in enumerate(self._owners) if owner == self._rank]
         local_index = {global_index: i for i, global_index in enumerate(owned)}
 
-        local_groups, local_state = [], {}
-        for group, saved_group in zip(self.param_groups, saved_groups):
-            options = {k: v for k, v in saved_group.items() if k not in _PARAM_KEYS}
-            group.update(options)
+        options, local_groups, local_state = [], [], {}
+        for saved_group in saved_groups:
+            group_options = {k: v for k, v in saved_group.items() if k not in _PARAM_KEYS}
+            options.append(group_options)
             ids = [saved_id for saved_id in saved_group["params"] if position[saved_id] in local_index]
-            local_groups.append({**options, "params": [local_index[position[i]] for i in ids]})
+            local_groups.append({**group_options, "params": [local_index[position[i]] for i in ids]})
             for saved_id in ids:
                 if saved_id in state_dict["state"]:
                     local_state[local_index[position[saved_id]]] = state_dict["state"][saved_id]
-        self._local.load_state_dict({"state": local_state, "param_groups": local_groups})
-        self.state = self._local.state  # torch's load_state_dict replaced the dict
-        self._consolidated = None
+        return options, {"state": local_state, "param_groups": local_groups}, step
+
+    def _agree_on_load(self, problem: Exception | None, is_shard: bool, step: int | None) -> None:
+        """Raise on every rank unless every rank can load, all the same form, shards all of one step."""
+        if self._world_size == 1:
+            if problem is not None:
+                raise problem
+            return
+        no_step = -1  # in the exchanged row: a consolidated dict, or a shard that recorded no step
+        rows = all_gather_ints(
+            [problem is not None, is_shard, no_step if step is None else step], self._process_group
+        )
+        failed = [rank for rank, row in enumerate(rows) if row[0]]
+        if problem is not None:
+            raise problem
+        if failed:
+            raise ValueError(
+                f"load_state_dict: ranks {failed} cannot load their state dict (their errors say why); "
+                "nothing was loaded on any rank"
+            )
+        shards = [rank for rank, row in enumerate(rows) if row[1]]
+        if shards and len(shards) != self._world_size:
+            raise ValueError(
+                f"load_state_dict: ranks {shards} load a sharded state dict, the others a consolidated one; "
+                "load the same form on every rank. Nothing was loaded"
+            )
+        steps = {rank: row[2] for rank, row in enumerate(rows)}
+        if shards and len(set(steps.values())) > 1:
+            described = ", ".join(f"rank {rank}: {'?' if s == no_step else s}" for rank, s in steps.items())
+            raise ValueError(
+                f"load_state_dict: the ranks' shards were taken after different numbers of steps ({described}), "
+                "e.g. by a save interrupted part-way; load shards saved together (zero1.save_checkpoint "
+                "commits them at once) or a consolidated state dict. Nothing was loaded"
+            )
 
     # ------------------------------------------------------------------ helpers
 
     def _all_params(self) -> Iterable[torch.Tensor]:
         return chain.from_iterable(g["params"] for g in self.param_groups)
 
-    def _check_same_group_on_every_rank(self, params: list[torch.Tensor]) -> None:
-        """Compare a hash of the new group (and of the parameter count before it) across ranks.
+    def _check_same_group_on_every_rank(self, group: dict[str, Any]) -> None:
+        """One all-gather: every rank adds the same parameters, in the same order, after the same number.
 
         The partition and the broadcasts pair parameters by position: ranks that
-        disagree would silently overwrite parameters with others' bytes.
+        disagree would silently overwrite parameters with others' bytes. Each rank
+        sends hashes of the group's layout (number, names when the group has them,
+        shapes, dtypes, device types, ``requires_grad``, and the number of
+        parameters before it) and of its parameters' value fingerprints (see
+        :func:`_value_fingerprints`) in order and sorted. The same fingerprints in
+        another order on some rank mean the same parameters passed in another order
+        (e.g. built from a set); different fingerprints are allowed, as ranks may
+        hold different values until the first broadcast.
         """
         if self._world_size == 1:
             return
+        params, names = group["params"], group.get("param_names")
         layout = f"after {len(self._owners)} parameters: " + ", ".join(
-            f"{tuple(p.shape)} {p.dtype}{'' if p.requires_grad else ' frozen'}" for p in params
+            f"{'' if names is None else names[i] + ' '}{tuple(p.shape)} {p.dtype} {p.device.type}"
+            f"{'' if p.requires_grad else ' frozen'}"
+            for i, p in enumerate(params)
         )
-        digest = int.from_bytes(hashlib.sha256(layout.encode()).digest()[:8], "little", signed=True)
-        mine = torch.tensor([digest], dtype=torch.int64, device=collective_device(self._process_group))
-        everyone = [torch.empty_like(mine) for _ in range(self._world_size)]
-        dist.all_gather(everyone, mine, group=self._process_group)
-        digests = [int(t.item()) for t in everyone]
-        if len(set(digests)) > 1:
-            agreeing = sorted([r for r in range(self._world_size) if digests[r] == d] for d in set(digests))
+        values = _value_fingerprints(params)
+        rows = all_gather_ints(
+            [_digest(layout), _digest(repr(values)), _digest(repr(sorted(values)))], self._process_group
+        )
+        index = len(self.param_groups) - 1
+        layouts = [row[0] for row in rows]
+        if len(set(layouts)) > 1:
             raise ValueError(
-                f"parameter group {len(self.param_groups) - 1} differs across ranks (its parameters' number, "
-                f"shapes, dtypes or requires_grad, or the number of parameters before it); ranks that agree: "
-                f"{agreeing}. Every rank must pass the same parameters in the same order. This rank "
+                f"parameter group {index} differs across ranks (its parameters' number, names, shapes, dtypes, "
+                f"device types or requires_grad, or the number of parameters before it); ranks that agree: "
+                f"{_agreeing(layouts)}. Every rank must pass the same parameters in the same order. This rank "
                 f"({self._rank}) has, {layout}"
+            )
+        in_order, as_sets = [row[1] for row in rows], [row[2] for row in rows]
+        if len(set(in_order)) > 1 and len(set(as_sets)) == 1:
+            raise ValueError(
+                f"parameter group {index} holds the same parameters on every rank but in another order; ranks "
+                f"that agree on the order: {_agreeing(in_order)}. The owners' broadcasts would write one "
+                f"parameter's values into another. Pass them in an order that is the same on every rank "
+                f"(model.parameters() or model.named_parameters(), not a set or a dict built per rank)"
+            )
+
+    def _refuse_if_torn(self, what: str) -> None:
+        """Raise if a :meth:`step` raised on this rank: its parameters may mix two steps."""
+        if self._torn is not None:
+            raise RuntimeError(
+                f"{what}: {self._torn}; no checkpoint can be taken from this state, and no further step. "
+                "Restart from the last checkpoint: load the model and this optimizer from it "
+                "(zero1.load_checkpoint), which also clears this"
             )
 
     def _adopt_options(self, index: int) -> None:
@@ -405,6 +605,14 @@ class ShardedOptimizer(Optimizer):
             self._broadcast_mode,
             self._bucket_bytes,
         )
+
+
+def _agreeing(values: list[int]) -> list[list[int]]:
+    """The ranks grouped by equal ``values[rank]``, each group sorted, groups by lowest rank."""
+    groups: dict[int, list[int]] = {}
+    for rank, value in enumerate(values):
+        groups.setdefault(value, []).append(rank)
+    return sorted(groups.values())
 
 
 def _to_cpu(value: Any) -> Any:
