@@ -6,7 +6,7 @@ import math
 import pytest
 
 from benchkit.cli import main
-from benchkit.commands.accounting import (
+from benchkit.accounting import (
     DEVICES,
     Parallelism,
     account,

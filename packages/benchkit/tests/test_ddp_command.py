@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from benchkit.cli import main
-from benchkit.commands import ddp as ddp_command
-from benchkit.commands.ddp import Plan, add_derived_columns, rounds_order, run_rank
+from benchkit import data_parallel
+from benchkit.data_parallel import DataParallelPlan, add_derived_columns, rounds_order, run_rank
 from benchkit.timing import PhaseTimer, summarize
 from ddp.launch import spawn
 
@@ -23,7 +23,7 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 ranks over gloo" in out and "x_torch" in out
     document = json.loads((tmp_path / "ddp.json").read_text())
-    assert document["meta"]["world_size"] == 2 and document["meta"]["backend"] == "gloo"
+    assert document["meta"]["world_sizes"] == [2] and document["meta"]["backend"] == "gloo"
     rows = document["rows"]
     assert [r["variant"] for r in rows] == ["local", "naive", "flat", "overlap", "bucketed-1MB", "bucketed-1000MB",
                                             "torch-ddp-25MB"]
@@ -47,13 +47,14 @@ def _under_torchrun(rank, world_size, out_dir):
 def test_under_a_launcher_it_does_not_spawn_and_rank_zero_writes(tmp_path):
     assert spawn(_under_torchrun, 2, args=(str(tmp_path),), timeout_s=120) == [0, 0]
     document = json.loads((tmp_path / "ddp.json").read_text())
-    assert document["meta"]["world_size"] == 2
+    assert document["meta"]["world_sizes"] == [2]
     assert [r["variant"] for r in document["rows"]] == ["bucketed-25MB", "torch-ddp-25MB"]
 
 
 def _torch_ddp_bucket_caps(rank, world_size):
-    wrapped, finish = ddp_command._wrap("torch-ddp-25MB", torch.nn.Linear(4, 4), torch.device("cpu"))
-    return finish is None, wrapped.bucket_bytes_cap, wrapped.bucket_bytes_cap_default
+    wrapped = data_parallel.wrap("torch-ddp-25MB", torch.nn.Linear(4, 4), torch.device("cpu"))
+    no_finish = not hasattr(wrapped, "finish_gradient_synchronization")  # it synchronizes inside backward
+    return no_finish, wrapped.bucket_bytes_cap, wrapped.bucket_bytes_cap_default
 
 
 @pytest.mark.distributed
@@ -93,9 +94,9 @@ def test_rounds_order_starts_each_round_one_variant_later():
 
 
 def _plan(tmp_path, rounds):
-    return Plan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
-                variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
-                device_type="cpu", out_dir=str(tmp_path))
+    return DataParallelPlan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
+                            variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
+                            device_type="cpu", out_dir=str(tmp_path))
 
 
 def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):
@@ -108,7 +109,7 @@ def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):
         timer.samples = {"forward": [float(len(calls))], "backward": [1.0]}
         return timer
 
-    monkeypatch.setattr(ddp_command, "_measure", measure)
+    monkeypatch.setattr(data_parallel, "measure_variant", measure)
     rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
     assert calls == ["local", "naive", "torch-ddp-25MB", "naive", "torch-ddp-25MB", "local"]
     assert [r["variant"] for r in rows] == ["local", "naive", "torch-ddp-25MB"]  # plan order
@@ -133,7 +134,7 @@ def test_a_variant_that_fails_is_not_run_again_in_later_rounds(tmp_path, monkeyp
         timer.samples = {"forward": [1.0]}
         return timer
 
-    monkeypatch.setattr(ddp_command, "_measure", measure)
+    monkeypatch.setattr(data_parallel, "measure_variant", measure)
     rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
     assert calls == ["local", "naive", "torch-ddp-25MB", "torch-ddp-25MB", "local"]
     assert [r["status"] for r in rows] == ["ok", "OOM", "ok"] and "step" not in rows[1]

@@ -22,7 +22,8 @@ def _random_config(attention):
     )
 
 
-@pytest.mark.parametrize(("attention", "precision"), [("sdpa", "fp32"), ("sdpa", "bf16"), ("sdpa", "fp16"), ("naive", "fp32")])
+@pytest.mark.parametrize(("attention", "precision"),
+                         [("sdpa", "fp32"), ("sdpa", "bf16"), ("sdpa", "fp16"), ("naive", "fp32")])
 def test_formula_matches_the_tensors_saved_for_backward(attention, precision):
     config = _random_config(attention)
     batch_size = random.randint(2 if attention == "naive" else 1, 3)  # naive: the formula's batch >= 2
@@ -70,7 +71,8 @@ def test_memory_command_needs_cuda(tmp_path, capsys):
 def test_memory_command_on_gpu(tmp_path):
     assert main(["memory", "--size", "tiny", "--context-length", "16", "32", "--precision", "fp32", "bf16",
                  "--out", str(tmp_path)]) == 0
-    for name in ("memory.json", "timeline.png", "peak_memory.png", "snapshot_forward.pickle", "snapshot_train-step.pickle"):
+    for name in ("memory.json", "timeline.png", "peak_memory.png", "snapshot_forward.pickle",
+                 "snapshot_train-step.pickle"):
         assert (tmp_path / name).stat().st_size > 0
     rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
     assert len(rows) == 8 and all(r["status"] == "ok" and r["peak_bytes"] > 0 for r in rows)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from benchkit.cli import main
-from benchkit.commands.precision import accumulation_rows, autocast_rows, step_time_rows
+from benchkit.precision import StepTimeSweep, accumulation_rows, autocast_rows, step_time_rows
 
 
 def numpy_sum(value, count, accumulator, addend):
@@ -95,8 +95,8 @@ def test_autocast_dtypes_on_cpu():
 
 
 def test_step_time_rows_and_command_files(tmp_path):
-    rows = step_time_rows(["tiny"], ["fp32", "bf16"], context_length=16, batch_size=2, warmup=0, steps=1,
-                          device=torch.device("cpu"))
+    rows = step_time_rows(StepTimeSweep(sizes=("tiny",), precisions=("fp32", "bf16"), context_length=16,
+                                        batch_size=2, warmup=0, steps=1), torch.device("cpu"))
     assert [(r["size"], r["precision"]) for r in rows] == [("tiny", "fp32"), ("tiny", "bf16")]
     assert all(isinstance(r["step_ms"], float) and r["step_ms"] > 0 for r in rows)
 

@@ -15,7 +15,8 @@ import pytest
 import benchkit
 from benchkit import cli
 from benchkit.errors import BenchkitError
-from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
+from benchkit.options import add_output_arguments
+from benchkit.report import environment, format_table, progress, write_results
 from benchkit.timing import summarize
 
 ENVIRONMENT_KEYS = {"device", "torch", "triton", "cuda", "numpy", "git_revision", "command", "date", "hostname"}

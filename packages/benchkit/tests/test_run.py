@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from benchkit.cli import main
-from benchkit.commands.run import (
+from benchkit.parallel_check import (
     CPU_PARALLEL,
     CUDA_PARALLEL,
     MAX_CUDA_RANKS,
     PARALLEL_NOISE_FACTOR,
-    _parallel_method,
+    check_method,
     compare_parameters,
     parallel_checks,
     parallel_plan,
@@ -68,7 +68,7 @@ def test_a_cuda_tour_with_several_gpus_checks_on_them_with_nccl(monkeypatch, gpu
     assert f"{gpus} CUDA GPUs visible" in plan.reason
     assert plan.describe() == f"{world_size} NCCL processes, one GPU each, small model, float32"
     assert parallel_tolerance(plan, 1e-5)[0] == "rel_update_diff"  # not bitwise: relative to the noise
-    assert f"{world_size} accumulated micro-batches" in _parallel_method(plan)  # what the report says
+    assert f"{world_size} accumulated micro-batches" in check_method(plan)  # what the report says
 
 
 @pytest.mark.parametrize("device, gpus, reason", [
