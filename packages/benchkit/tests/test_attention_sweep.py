@@ -97,6 +97,29 @@ def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch
         AttentionSweep(seq_lens=(0,), head_dims=(16,), dtypes=("fp32",))
 
 
+def test_every_row_names_the_backend_that_ran(tmp_path, monkeypatch, capsys):
+    import flashattn2.api
+
+    # A CPU without Triton's interpreter: flashattn2 resolves its default backend to the tiled PyTorch one.
+    resolved = []
+
+    def without_interpreter(backend, device):
+        resolved.append(backend)
+        return "pytorch"
+
+    monkeypatch.setattr(flashattn2.api, "resolve_backend", without_interpreter)
+    out = tmp_path / "att"
+    assert main(["attention", "--device", "cpu", "--seq-len", "8", "--head-dim", "16", "--heads", "1", "--reps", "1",
+                 "--impl", "naive", "sdpa", "flashattn2", "--out", str(out)]) == 0
+    rows = json.loads((out / "attention.json").read_text())["rows"]
+    assert {r["implementation"]: r["backend"] for r in rows} == {
+        "naive": "pytorch", "sdpa": "pytorch", "flashattn2": "pytorch-tiled"}
+    assert len(resolved) > 1  # the row's label, and the measured calls themselves
+    printed = capsys.readouterr().out
+    assert "flashattn2 ran as pytorch-tiled: flashattn2's tiled PyTorch implementation" in printed
+    assert "the Triton kernels did not run" in printed
+
+
 def test_command_saves_finished_cells_before_the_sweep_ends(tmp_path, monkeypatch):
     # The third cell is interrupted (as by a time limit or Ctrl-C): the two finished ones are on disk.
     out = tmp_path / "att"

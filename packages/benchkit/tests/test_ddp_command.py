@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from benchkit.cli import main
+import benchkit.commands.ddp
 from benchkit import data_parallel
 from benchkit.data_parallel import DataParallelPlan, add_derived_columns, rounds_order, run_rank
 from benchkit.timing import PhaseTimer, summarize
@@ -36,6 +37,30 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     partial = json.loads((tmp_path / "ddp.partial.json").read_text())["rows"]  # saved by rank 0 as it went
     assert [r["variant"] for r in partial] == [r["variant"] for r in rows]
+
+
+def test_each_nproc_value_is_a_run_and_variants_compare_within_it(tmp_path, monkeypatch, capsys):
+    runs = []
+
+    def fake_run(plan, *, nproc, timeout_s):  # every variant takes 10 ms per rank
+        runs.append((nproc, plan.earlier_rows))
+        return [{"size": "tiny", "variant": variant, "world_size": nproc, "precision": "fp32", "status": "ok",
+                 "step": summarize([0.01 * nproc]), "phases": {"forward": summarize([0.01 * nproc])}}
+                for variant in plan.variants]
+
+    monkeypatch.setattr(benchkit.commands.ddp, "run_data_parallel", fake_run)
+    argv = ["ddp", *TINY, "--nproc", "1", "2", "--variants", "local", "naive", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert [nproc for nproc, _ in runs] == [1, 2]
+    # The second run's partial results are saved after the first run's rows.
+    assert runs[0][1] == () and [(r["world_size"], r["variant"]) for r in runs[1][1]] == [(1, "local"), (1, "naive")]
+    document = json.loads((tmp_path / "ddp.json").read_text())
+    assert document["meta"]["world_sizes"] == [1, 2] and document["meta"]["nproc"] == [1, 2]
+    rows = document["rows"]
+    assert [(r["world_size"], r["variant"]) for r in rows] == [(1, "local"), (1, "naive"), (2, "local"), (2, "naive")]
+    assert [r["over_local_ms"] for r in rows] == [0.0] * 4  # against the local run of the same world size
+    assert "1 and 2 ranks over gloo" in capsys.readouterr().out
+    assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG")
 
 
 def _under_torchrun(rank, world_size, out_dir):

@@ -8,8 +8,17 @@ import pytest
 import torch
 
 from benchkit.cli import main
-from benchkit.memory import measure_breakdown, predicted_memory, timeline_from_snapshot
-from benchkit.model import ModelConfig
+from benchkit.memory import (
+    compare_with_formula,
+    downsample,
+    measure_breakdown,
+    plot_peaks,
+    plot_timelines,
+    predicted_memory,
+    timeline_from_snapshot,
+)
+from benchkit.model import ModelConfig, model_config
+from benchkit.units import GIB
 from benchkit.workload import Workload
 
 
@@ -58,6 +67,42 @@ def test_timeline_adds_allocations_and_subtracts_completed_frees():
     ]
     snapshot = {"device_traces": [[], events]}
     assert timeline_from_snapshot(snapshot, device=1, start_bytes=100) == [612, 1636, 1124, 1380]
+
+
+def test_downsample_keeps_the_peak_of_every_bucket():
+    values = [random.randint(0, 1000) for _ in range(1000)]
+    xs, ys = downsample(values, 100)
+    assert xs == [float(10 * b) for b in range(100)]
+    assert ys == [float(max(values[10 * b : 10 * b + 10])) for b in range(100)]
+    assert downsample([3, 1, 2], 100) == ([0.0, 1.0, 2.0], [3.0, 1.0, 2.0])  # short series stay whole
+
+
+def _peak_row(context_length, precision, mode, peak_gib, **extra):
+    return {"size": "tiny", "context_length": context_length, "precision": precision, "mode": mode, "batch_size": 2,
+            "attention": "sdpa", "status": "ok" if peak_gib is not None else "OOM",
+            **({"peak_bytes": peak_gib * GIB} if peak_gib is not None else {}), **extra}
+
+
+def test_measured_breakdown_is_set_against_the_formula():
+    predicted = predicted_memory(model_config("tiny", 16), 2, "bf16")
+    measured = {part: 2 * value for part, value in predicted.items()}
+    train = _peak_row(16, "bf16", "train-step", 1.0, breakdown={**measured, "allocated_after_forward": GIB // 2})
+    table = compare_with_formula([_peak_row(16, "bf16", "forward", 0.5), train])
+    assert train["predicted"] == predicted
+    assert [line["part"] for line in table] == [*predicted, "allocated after forward"]
+    assert all(line["measured/formula"] == 2 for line in table[:-1])
+    assert table[0]["formula_GiB"] == predicted["parameters"] / GIB and table[-1]["measured_GiB"] == 0.5
+
+
+def test_memory_figures_show_the_peaks_and_the_timelines():
+    rows = [_peak_row(16, "fp32", "forward", 0.25, timeline=list(range(1000))), _peak_row(16, "fp32", "train-step", 1.0),
+            _peak_row(32, "fp32", "forward", 0.5), _peak_row(32, "fp32", "train-step", None)]
+    (timeline,) = plot_timelines(rows).axes[0].get_lines()
+    assert len(timeline.get_xdata()) == 400 and timeline.get_ydata()[-1] == pytest.approx(999 / GIB)
+    assert plot_timelines(rows[1:]) is None
+    forward, train = plot_peaks(rows).axes[0].containers
+    assert [bar.get_height() for bar in forward] == [0.25, 0.5]
+    assert [bar.get_height() for bar in train] == [1.0]  # out of memory at T=32: no bar
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from benchkit.cli import main
+from benchkit.devices import resolve_device
 from benchkit.errors import BenchkitError
 from benchkit.flops import matmul_parameters, model_flops, peak_flops
-from benchkit.devices import resolve_device
 from benchkit.model import model_config
 from benchkit.timing import PhaseTimer
 from benchkit.training import LEARNING_RATE, PHASES, adamw_options, measure
-from benchkit.workload import Workload
+from benchkit.workload import Workload, WorkloadSettings, benchmark
 
 
 def test_model_flops_by_hand():
@@ -82,6 +82,20 @@ def test_forward_mode_keeps_no_graph_and_no_gradients():
     assert all(p.grad is None for p in workload.model.parameters())
     workload.step("forward-backward", PhaseTimer("cpu"))
     assert all(p.grad is not None for p in workload.model.parameters())
+
+
+def test_benchmark_measures_one_configuration():
+    settings = WorkloadSettings(size="tiny", context_length=8, batch_size=2, mode="forward-backward", warmup=0,
+                                steps=2)
+    row = benchmark(settings, "cpu")
+    assert row["status"] == "ok" and list(row["phases"]) == ["forward", "backward"]
+    assert row["step"].mean == pytest.approx(sum(stats.mean for stats in row["phases"].values()))
+    assert row["model_flops"] == model_flops(model_config("tiny", 8), 2, 8, backward=True)
+    assert row["tokens_per_s"] == pytest.approx(2 * 8 / row["step"].mean) and row["mfu"] is None
+    with pytest.raises(ValueError, match="WorkloadSettings.mode must be one of"):
+        WorkloadSettings(size="tiny", mode="train")
+    with pytest.raises(ValueError, match="WorkloadSettings.size must be one of"):
+        WorkloadSettings(size="huge")
 
 
 def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
