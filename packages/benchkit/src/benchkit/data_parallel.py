@@ -93,8 +93,8 @@ __all__ = [
 
 KINDS = ("local", "naive", "flat", "overlap", "bucketed", "torch-ddp")
 TORCH_DDP_BUCKET_MB = 25  # torch.nn.parallel.DistributedDataParallel's default bucket_cap_mb
-# Bucket caps from one message per parameter-sized bucket (1 MiB) to one bucket for
-# everything of an xl model (1000 MiB), with PyTorch DDP's 25 MiB to compare with it.
+# Bucket caps across three decades, 1 to 1000 MiB, with PyTorch DDP's default of
+# 25 MiB among them to compare with it.
 DEFAULT_BUCKET_MB = (1.0, 10.0, 25.0, 100.0, 1000.0)
 
 

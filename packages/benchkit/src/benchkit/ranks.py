@@ -40,6 +40,7 @@ from benchkit.errors import BenchkitError
 from benchkit.model import SIZES
 
 __all__ = [
+    "GPU_SIZES",
     "RankPlan",
     "backend_for",
     "launched_by_torchrun",
