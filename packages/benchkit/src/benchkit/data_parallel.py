@@ -17,24 +17,12 @@ A step is a :class:`benchkit.training.Trainer` step that zeroes the gradients in
 place, then the timed phases ``forward`` (with the loss), ``backward``, ``sync``
 (our wrappers' ``finish_gradient_synchronization()``) and ``optimizer``; each
 phase ends by waiting for the device (CUDA events on a GPU, see
-:class:`benchkit.timing.PhaseTimer`), and the step time is the sum of the phases. Models run eagerly: a compiled
-backward would run the gradient hooks only at its end and defeat the overlap
-being measured. With ``rounds=R`` the list of variants runs R times, each
-round starting one variant later (round r runs variant r first), and each
-variant's statistics pool its timed steps of all rounds: slow drifts of the
-machine (clocks, temperature, other tenants) then fall on every variant alike
-instead of on whichever ran during them. Reported: ms per step (mean ± std
-over ``steps`` steps after ``warmup``, times ``rounds``), per phase, and
-the communication that backward did not hide:
-
-- ``sync_ms``: time spent in ``finish_gradient_synchronization()``, i.e. the
-  all-reduce time left when backward ends (all of it for naive and flat);
-- ``over_local_ms``: step time minus the ``local`` step time, the communication
-  cost as the step sees it; the only measure for PyTorch DDP, which waits for
-  its all-reduces inside backward;
-- ``hidden_pct``: ``100 * (1 - sync_ms / naive sync_ms)``, the share of the
-  naive variant's communication time that a variant hides;
-- ``vs_torch``: step time / PyTorch DDP's step time.
+:class:`benchkit.timing.PhaseTimer`), and the step time is the sum of the
+phases. Models run eagerly: a compiled backward would run the gradient hooks
+only at its end and defeat the overlap being measured. With ``rounds`` above 1,
+the variants run in interleaved rounds (:func:`rounds_order`). Reported: ms per
+step and per phase, and the communication that backward did not hide
+(:func:`add_derived_columns`).
 
 :func:`run_data_parallel` starts both ways (:func:`benchkit.ranks.run_on_ranks`):
 it spawns ``nproc`` ranks on this node through :func:`ddp.launch.spawn` (NCCL
@@ -169,7 +157,11 @@ def measure_variant(variant: str, base: Workload, plan: DataParallelPlan) -> Pha
 
 
 def rounds_order(variants: Sequence[str], rounds: int) -> list[str]:
-    """The order in which ``rounds`` passes run ``variants``: round ``r`` starts at variant ``r`` (mod count)."""
+    """The order in which ``rounds`` passes run ``variants``: round ``r`` starts at variant ``r`` (mod count).
+
+    Each variant's statistics pool its timed steps of all rounds, so that slow drifts
+    of the machine (clocks, temperature, other tenants) fall on every variant alike
+    instead of on whichever ran during them."""
     return [variants[(r + i) % len(variants)] for r in range(rounds) for i in range(len(variants))]
 
 
@@ -223,9 +215,19 @@ def run_data_parallel(plan: DataParallelPlan, *, nproc: int, timeout_s: float) -
 
 
 def add_derived_columns(rows: list[dict[str, Any]]) -> None:
-    """Fill ``step_ms``, ``sync_ms``, ``over_local_ms``, ``hidden_pct`` and ``vs_torch`` (see the module
-    docstring) in the rows with status ``"ok"``, each against the variants of its size and world size;
-    the others get ``None``."""
+    """Fill the derived columns of the rows with status ``"ok"``, each against the variants of its
+    size and world size; the others get ``None``:
+
+    - ``step_ms``, ``step_std_ms``: mean and std of the step time;
+    - ``sync_ms``: time spent in ``finish_gradient_synchronization()``, i.e. the
+      all-reduce time left when backward ends (all of it for naive and flat);
+    - ``over_local_ms``: step time minus the ``local`` step time, the communication
+      cost as the step sees it; the only measure for PyTorch DDP, which waits for
+      its all-reduces inside backward;
+    - ``hidden_pct``: ``100 * (1 - sync_ms / naive sync_ms)``, the share of the
+      naive variant's communication time that a variant hides;
+    - ``vs_torch``: step time / PyTorch DDP's step time.
+    """
     derived = ("step_ms", "step_std_ms", "sync_ms", "over_local_ms", "hidden_pct", "vs_torch")
     for row in rows:
         if row["status"] != "ok":
