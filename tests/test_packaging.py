@@ -21,7 +21,7 @@ EXPECTED_REQUIREMENTS = {
     "flashattn2": {"torch", "triton"},
     "ddp": {"torch"},
     "zero1": {"torch"},
-    "benchkit": {"trainsys-flashattn2", "trainsys-ddp", "trainsys-zero1", "torch", "numpy"},
+    "benchkit": {"trainsys-flashattn2", "trainsys-ddp", "trainsys-zero1", "torch", "numpy", "matplotlib"},
 }
 
 # The CPU build of torch that lies on the CI machines' disk; an unpinned "torch" would make

@@ -1,20 +1,25 @@
 """benchkit accounting: the numbers match ones worked out by hand, and the command writes its files."""
 
+import dataclasses
 import json
 import math
 
 import pytest
 
-from benchkit.cli import main
-from benchkit.commands.accounting import (
+from benchkit.accounting import (
     DEVICES,
+    FORMULAS,
+    AccountingSettings,
     Parallelism,
     account,
     check_parallelism,
     compute_bound_tokens,
     named_model,
+    run_accounting,
     step_times,
 )
+from benchkit.cli import main
+from benchkit.errors import BenchkitError
 
 # Hand-worked quantities (each line's arithmetic written out).
 XXL_PARAMS = 2 * 16384 * 53248 * 126  # two d x f matrices per block = 219,848,638,464
@@ -126,3 +131,27 @@ def test_command_writes_table_json_and_plot(tmp_path, capsys):
     assert (out / "accounting.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit):
         main(["accounting", "--tp", "0"])
+
+
+def test_run_accounting_accounts_each_preset_with_its_overrides():
+    result = run_accounting(AccountingSettings(model="small", hardware=("h100",), dp=8, fsdp=1, tp=1, batch_size=32,
+                                               seq_len=1024, link_bandwidth=1e11))
+    slower_links = dataclasses.replace(DEVICES["h100"], link_bandwidth=1e11)
+    assert result.rows == [account(named_model("small", 1024), slower_links, Parallelism(dp=8), batch_size=32,
+                                   seq_len=1024)]
+    assert result.devices[0].source.endswith("overridden: ['link_bandwidth']")
+    meta = result.meta()
+    assert meta["formulas"] == FORMULAS and meta["parallelism"] == {"dp": 8, "fsdp": 1, "tp": 1, "pp": 1}
+    assert meta["model"]["parameters"] == SMALL_PARAMS
+    # One line of compute and one of communication time against the batch, on log axes.
+    axes = result.figure().axes[0]
+    assert [line.get_label() for line in axes.get_lines()] == ["H100 SXM compute", "H100 SXM comm"]
+    assert axes.get_xscale() == axes.get_yscale() == "log"
+
+
+def test_the_default_settings_are_the_commands_example():
+    rows = run_accounting(AccountingSettings()).rows
+    assert rows == [account(named_model("xxl-ffn", 2048), DEVICES[key], Parallelism(fsdp=16, tp=4), batch_size=256,
+                            seq_len=2048) for key in ("h100", "tpu-v5p")]
+    with pytest.raises(BenchkitError, match="--tp 3 must divide tiny's 4 attention heads"):
+        run_accounting(AccountingSettings(model="tiny", tp=3, fsdp=1))

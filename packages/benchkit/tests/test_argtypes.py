@@ -11,7 +11,8 @@ from benchkit.argtypes import finite_float, non_negative_int, output_folder, pos
 def test_converters_accept_and_reject():
     assert positive_int("3") == 3 and non_negative_int("0") == 0 and positive_float("2.5e9") == 2.5e9
     for convert, text, message in ((positive_int, "0", "integer >= 1"), (non_negative_int, "-1", "integer >= 0"),
-                                   (positive_float, "0", "positive finite"), (positive_float, "inf", "positive finite")):
+                                   (positive_float, "0", "positive finite"),
+                                   (positive_float, "inf", "positive finite")):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             convert(text)
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from benchkit.cli import main
-from benchkit.commands import attention
-from benchkit.commands.attention import IMPLEMENTATIONS, attention_function, run_sweep
+from benchkit import attention
+from benchkit.attention import IMPLEMENTATIONS, AttentionSweep, attention_function, run_sweep
 
 # torch.compile's "aot_eager" backend traces forward and backward like inductor but
 # generates no code, so the compiled path is exercised in seconds on a CPU.
@@ -44,8 +44,8 @@ def test_each_implementation_matches_float64_reference(implementation):
 
 
 def test_sweep_rows_hold_measurements_and_accounting():
-    rows = run_sweep(seq_lens=[8, 16], head_dims=[16], dtypes=["fp32"], heads=2, reps=1,
-                     compile_backend=FAST_COMPILE)
+    rows = run_sweep(AttentionSweep(seq_lens=(8, 16), head_dims=(16,), dtypes=("fp32",), heads=2, reps=1,
+                                    compile_backend=FAST_COMPILE))
     assert [(r["implementation"], r["seq_len"]) for r in rows] == [
         (impl, n) for impl in IMPLEMENTATIONS for n in (8, 16)
     ]
@@ -67,8 +67,8 @@ def test_out_of_memory_cell_is_recorded_and_sweep_goes_on(monkeypatch):
         measure(row, implementation, **kwargs)
 
     monkeypatch.setattr(attention, "_measure_passes", oom_in_backward)
-    rows = run_sweep(seq_lens=[8], head_dims=[16], dtypes=["fp32"], implementations=["naive", "sdpa"],
-                     heads=1, reps=1)
+    rows = run_sweep(AttentionSweep(seq_lens=(8,), head_dims=(16,), dtypes=("fp32",),
+                                    implementations=("naive", "sdpa"), heads=1, reps=1))
     naive, sdpa = rows
     assert naive["status"] == "OOM"
     assert (naive["forward_ms"], naive["backward_ms"], naive["forward_backward_ms"]) == (1.0, "OOM", "OOM")
@@ -94,7 +94,30 @@ def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch
     rows = json.loads((out / "attention.json").read_text())["rows"]
     assert all(r["status"] == "error: RuntimeError: planted failure" for r in rows)
     with pytest.raises(ValueError, match="seq_lens must be a non-empty sequence of positive ints"):
-        run_sweep(seq_lens=[0], head_dims=[16], dtypes=["fp32"])
+        AttentionSweep(seq_lens=(0,), head_dims=(16,), dtypes=("fp32",))
+
+
+def test_every_row_names_the_backend_that_ran(tmp_path, monkeypatch, capsys):
+    import flashattn2.api
+
+    # A CPU without Triton's interpreter: flashattn2 resolves its default backend to the tiled PyTorch one.
+    resolved = []
+
+    def without_interpreter(backend, device):
+        resolved.append(backend)
+        return "pytorch"
+
+    monkeypatch.setattr(flashattn2.api, "resolve_backend", without_interpreter)
+    out = tmp_path / "att"
+    assert main(["attention", "--device", "cpu", "--seq-len", "8", "--head-dim", "16", "--heads", "1", "--reps", "1",
+                 "--impl", "naive", "sdpa", "flashattn2", "--out", str(out)]) == 0
+    rows = json.loads((out / "attention.json").read_text())["rows"]
+    assert {r["implementation"]: r["backend"] for r in rows} == {
+        "naive": "pytorch", "sdpa": "pytorch", "flashattn2": "pytorch-tiled"}
+    assert len(resolved) > 1  # the row's label, and the measured calls themselves
+    printed = capsys.readouterr().out
+    assert "flashattn2 ran as pytorch-tiled: flashattn2's tiled PyTorch implementation" in printed
+    assert "the Triton kernels did not run" in printed
 
 
 def test_command_saves_finished_cells_before_the_sweep_ends(tmp_path, monkeypatch):
@@ -123,14 +146,14 @@ def test_command_saves_finished_cells_before_the_sweep_ends(tmp_path, monkeypatc
 
 @pytest.mark.gpu
 def test_gpu_peak_memory_follows_the_n_squared_accounting_and_real_oom_is_recorded():
-    rows = run_sweep(seq_lens=[4096], head_dims=[64], dtypes=["bf16"], implementations=["naive", "flashattn2"],
-                     heads=4, device="cuda")
+    rows = run_sweep(AttentionSweep(seq_lens=(4096,), head_dims=(64,), dtypes=("bf16",),
+                                    implementations=("naive", "flashattn2"), heads=4), device="cuda")
     naive, flash = rows
     assert naive["status"] == flash["status"] == "ok"
     # Naive keeps the (N, N) softmax output of every head for backward; FlashAttention-2 keeps O(N*D).
     assert naive["peak_memory_mib"] >= naive["scores_mib"]
     assert flash["peak_memory_mib"] < flash["scores_mib"] / 4
     # 16 heads of 131072^2 bf16 scores are 512 GiB: no GPU holds that.
-    (oom,) = run_sweep(seq_lens=[131072], head_dims=[16], dtypes=["bf16"], implementations=["naive"],
-                       heads=16, device="cuda")
+    (oom,) = run_sweep(AttentionSweep(seq_lens=(131072,), head_dims=(16,), dtypes=("bf16",),
+                                      implementations=("naive",), heads=16), device="cuda")
     assert oom["status"] == "OOM" and oom["forward_ms"] == "OOM"

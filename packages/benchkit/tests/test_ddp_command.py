@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from benchkit.cli import main
-from benchkit.commands import ddp as ddp_command
-from benchkit.commands.ddp import Plan, add_derived_columns, rounds_order, run_rank
+import benchkit.commands.ddp
+from benchkit import data_parallel
+from benchkit.data_parallel import DataParallelPlan, add_derived_columns, rounds_order, run_rank
 from benchkit.timing import PhaseTimer, summarize
 from ddp.launch import spawn
 
@@ -23,7 +24,7 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 ranks over gloo" in out and "x_torch" in out
     document = json.loads((tmp_path / "ddp.json").read_text())
-    assert document["meta"]["world_size"] == 2 and document["meta"]["backend"] == "gloo"
+    assert document["meta"]["world_sizes"] == [2] and document["meta"]["backend"] == "gloo"
     rows = document["rows"]
     assert [r["variant"] for r in rows] == ["local", "naive", "flat", "overlap", "bucketed-1MB", "bucketed-1000MB",
                                             "torch-ddp-25MB"]
@@ -38,6 +39,30 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     assert [r["variant"] for r in partial] == [r["variant"] for r in rows]
 
 
+def test_each_nproc_value_is_a_run_and_variants_compare_within_it(tmp_path, monkeypatch, capsys):
+    runs = []
+
+    def fake_run(plan, *, nproc, timeout_s):  # every variant takes 10 ms per rank
+        runs.append((nproc, plan.earlier_rows))
+        return [{"size": "tiny", "variant": variant, "world_size": nproc, "precision": "fp32", "status": "ok",
+                 "step": summarize([0.01 * nproc]), "phases": {"forward": summarize([0.01 * nproc])}}
+                for variant in plan.variants]
+
+    monkeypatch.setattr(benchkit.commands.ddp, "run_data_parallel", fake_run)
+    argv = ["ddp", *TINY, "--nproc", "1", "2", "--variants", "local", "naive", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert [nproc for nproc, _ in runs] == [1, 2]
+    # The second run's partial results are saved after the first run's rows.
+    assert runs[0][1] == () and [(r["world_size"], r["variant"]) for r in runs[1][1]] == [(1, "local"), (1, "naive")]
+    document = json.loads((tmp_path / "ddp.json").read_text())
+    assert document["meta"]["world_sizes"] == [1, 2] and document["meta"]["nproc"] == [1, 2]
+    rows = document["rows"]
+    assert [(r["world_size"], r["variant"]) for r in rows] == [(1, "local"), (1, "naive"), (2, "local"), (2, "naive")]
+    assert [r["over_local_ms"] for r in rows] == [0.0] * 4  # against the local run of the same world size
+    assert "1 and 2 ranks over gloo" in capsys.readouterr().out
+    assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG")
+
+
 def _under_torchrun(rank, world_size, out_dir):
     # ddp.launch.spawn sets RANK and WORLD_SIZE and initializes the group, as torchrun would.
     return main(["ddp", *TINY, "--variants", "bucketed", "torch-ddp", "--bucket-mb", "25", "--out", out_dir])
@@ -47,13 +72,14 @@ def _under_torchrun(rank, world_size, out_dir):
 def test_under_a_launcher_it_does_not_spawn_and_rank_zero_writes(tmp_path):
     assert spawn(_under_torchrun, 2, args=(str(tmp_path),), timeout_s=120) == [0, 0]
     document = json.loads((tmp_path / "ddp.json").read_text())
-    assert document["meta"]["world_size"] == 2
+    assert document["meta"]["world_sizes"] == [2]
     assert [r["variant"] for r in document["rows"]] == ["bucketed-25MB", "torch-ddp-25MB"]
 
 
 def _torch_ddp_bucket_caps(rank, world_size):
-    wrapped, finish = ddp_command._wrap("torch-ddp-25MB", torch.nn.Linear(4, 4), torch.device("cpu"))
-    return finish is None, wrapped.bucket_bytes_cap, wrapped.bucket_bytes_cap_default
+    wrapped = data_parallel.wrap("torch-ddp-25MB", torch.nn.Linear(4, 4), torch.device("cpu"))
+    no_finish = not hasattr(wrapped, "finish_gradient_synchronization")  # it synchronizes inside backward
+    return no_finish, wrapped.bucket_bytes_cap, wrapped.bucket_bytes_cap_default
 
 
 @pytest.mark.distributed
@@ -93,9 +119,9 @@ def test_rounds_order_starts_each_round_one_variant_later():
 
 
 def _plan(tmp_path, rounds):
-    return Plan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
-                variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
-                device_type="cpu", out_dir=str(tmp_path))
+    return DataParallelPlan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
+                            variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
+                            device_type="cpu", out_dir=str(tmp_path))
 
 
 def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):
@@ -108,7 +134,7 @@ def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):
         timer.samples = {"forward": [float(len(calls))], "backward": [1.0]}
         return timer
 
-    monkeypatch.setattr(ddp_command, "_measure", measure)
+    monkeypatch.setattr(data_parallel, "measure_variant", measure)
     rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
     assert calls == ["local", "naive", "torch-ddp-25MB", "naive", "torch-ddp-25MB", "local"]
     assert [r["variant"] for r in rows] == ["local", "naive", "torch-ddp-25MB"]  # plan order
@@ -133,7 +159,7 @@ def test_a_variant_that_fails_is_not_run_again_in_later_rounds(tmp_path, monkeyp
         timer.samples = {"forward": [1.0]}
         return timer
 
-    monkeypatch.setattr(ddp_command, "_measure", measure)
+    monkeypatch.setattr(data_parallel, "measure_variant", measure)
     rows = run_rank(0, 1, _plan(tmp_path, rounds=2))
     assert calls == ["local", "naive", "torch-ddp-25MB", "torch-ddp-25MB", "local"]
     assert [r["status"] for r in rows] == ["ok", "OOM", "ok"] and "step" not in rows[1]

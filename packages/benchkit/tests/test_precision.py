@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from benchkit.cli import main
-from benchkit.commands.precision import accumulation_rows, autocast_rows, step_time_rows
+from benchkit.precision import StepTimeSweep, accumulation_rows, autocast_rows, plot_step_time, step_time_rows
 
 
 def numpy_sum(value, count, accumulator, addend):
@@ -95,10 +95,13 @@ def test_autocast_dtypes_on_cpu():
 
 
 def test_step_time_rows_and_command_files(tmp_path):
-    rows = step_time_rows(["tiny"], ["fp32", "bf16"], context_length=16, batch_size=2, warmup=0, steps=1,
-                          device=torch.device("cpu"))
+    rows = step_time_rows(StepTimeSweep(sizes=("tiny",), precisions=("fp32", "bf16"), context_length=16,
+                                        batch_size=2, warmup=0, steps=1), torch.device("cpu"))
     assert [(r["size"], r["precision"]) for r in rows] == [("tiny", "fp32"), ("tiny", "bf16")]
     assert all(isinstance(r["step_ms"], float) and r["step_ms"] > 0 for r in rows)
+    (fp32, bf16) = plot_step_time(rows).axes[0].containers
+    assert [fp32[0].get_height(), bf16[0].get_height()] == [rows[0]["step_ms"], rows[1]["step_ms"]]
+    assert plot_step_time([{**row, "step_ms": "OOM", "step_std_ms": "OOM"} for row in rows]) is None
 
     out = tmp_path / "prec"
     assert main(["precision", "--device", "cpu", "--count", "50", "--size", "tiny", "--context-length", "16",

@@ -8,7 +8,7 @@ import torch
 from torch.autograd.profiler_util import Interval
 
 from benchkit.cli import main
-from benchkit.commands.profile import is_matmul, phase_breakdown
+from benchkit.profiling import is_matmul, phase_breakdown
 
 
 @pytest.mark.parametrize(

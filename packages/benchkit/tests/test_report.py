@@ -4,7 +4,9 @@ import argparse
 import csv
 import json
 import multiprocessing
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import types
@@ -15,7 +17,8 @@ import pytest
 import benchkit
 from benchkit import cli
 from benchkit.errors import BenchkitError
-from benchkit.report import add_output_arguments, environment, format_table, progress, write_results
+from benchkit.options import add_output_arguments
+from benchkit.report import environment, format_table, progress, write_results
 from benchkit.timing import summarize
 
 ENVIRONMENT_KEYS = {"device", "torch", "triton", "cuda", "numpy", "git_revision", "command", "date", "hostname"}
@@ -43,6 +46,24 @@ def test_environment_records_the_console_script_as_run(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["/venv/bin/benchkit", "model", "--out", "a b"])
     monkeypatch.setattr(sys, "orig_argv", ["/venv/bin/python", "/venv/bin/benchkit", "model", "--out", "a b"])
     assert environment()["command"] == "/venv/bin/benchkit model --out 'a b'"
+
+
+def test_environment_records_the_console_script_by_the_name_typed(tmp_path, monkeypatch):
+    # As `hatch run bench:run --size small` or an activated venv run it: the script's folder is on PATH,
+    # and the interpreter only sees the script's absolute path.
+    script = tmp_path / "env" / "bin" / "benchkit"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(sys, "argv", [str(script), "run", "--size", "small"])
+    assert environment()["command"] == "benchkit run --size small"
+    # Another benchkit first on PATH: the name would not run this one, so the path stays.
+    other = tmp_path / "other" / "benchkit"
+    other.parent.mkdir()
+    shutil.copy(script, other)
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{script.parent}")
+    assert environment()["command"] == f"{script} run --size small"
 
 
 def test_python_dash_m_benchkit_writes_its_command_line(tmp_path):
@@ -115,6 +136,26 @@ def test_every_out_option_is_checked_before_the_command_runs(command, tmp_path, 
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"benchkit {command}: error: argument --out: benchkit-results/{command} cannot be created: "
         f"benchkit-results is not a folder")
+
+
+def test_a_second_run_into_the_same_folder_says_it_replaces_the_first(tmp_path, capsys):
+    out = tmp_path / "acc"
+    argv = ["accounting", "--model", "tiny", "--fsdp", "1", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert "note" not in capsys.readouterr().err  # a new folder: nothing to say
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"benchkit accounting: note: {out} already holds 2 files (accounting.json, accounting.png)")
+    assert "replaces those it writes again" in err and "--out" in err
+
+
+def test_the_default_results_folder_is_ignored_by_git():
+    root = Path(__file__).resolve().parents[3]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("needs git and the repository's checkout")
+    for path in ("benchkit-results/run/report.md", "benchkit-report/x.md"):
+        done = subprocess.run(["git", "check-ignore", "-q", path], cwd=root)
+        assert done.returncode == 0, f"{path} is not ignored by .gitignore"
 
 
 def test_progress_yields_everything_and_reports_on_stderr(capsys):

@@ -9,18 +9,20 @@ import re
 import pytest
 import torch
 
+from benchkit.accounting import AccountingSettings, run_accounting
 from benchkit.cli import main
-from benchkit.commands.run import (
+from benchkit.parallel_check import (
     CPU_PARALLEL,
     CUDA_PARALLEL,
     MAX_CUDA_RANKS,
     PARALLEL_NOISE_FACTOR,
-    _parallel_method,
+    check_method,
     compare_parameters,
     parallel_checks,
     parallel_plan,
     parallel_tolerance,
 )
+from benchkit.tour import PLANS, Tour, tour_plan
 
 
 @pytest.mark.distributed
@@ -44,6 +46,12 @@ def test_run_tour_on_cpu_writes_a_report_with_measured_numbers(tmp_path, capsys)
     attention = [r for r in rows if r["section"] == "attention"]
     assert {r["implementation"] for r in attention} == {"naive", "sdpa", "flashattn2"}
     assert all(r["status"] == "ok" and r["forward_backward_ms"] > 0 for r in attention)
+    # Which flashattn2 ran: its kernels in Triton's interpreter (TRITON_INTERPRET=1), or its PyTorch fallback.
+    import flashattn2.api
+
+    interpreted = flashattn2.api.resolve_backend("auto", torch.device("cpu")) == "triton"
+    expected = "triton-interpreter" if interpreted else "pytorch-tiled"
+    assert {r["backend"] for r in attention if r["implementation"] == "flashattn2"} == {expected}
 
     parallel = {r["setup"]: r for r in rows if r["section"] == "parallel"}
     for setup in ("BucketedDDP + AdamW", "BucketedDDP + ZeRO-1 AdamW"):
@@ -51,6 +59,7 @@ def test_run_tour_on_cpu_writes_a_report_with_measured_numbers(tmp_path, capsys)
 
     report = (tmp_path / "report.md").read_text()
     assert "**PASS**" in report
+    assert f"flashattn2 ran as `{expected}`" in report
     # The report says which parallel check ran and why.
     assert "2 gloo processes on the CPU, tiny model, float64 (the tour runs on the CPU;" in report
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):
@@ -58,6 +67,27 @@ def test_run_tour_on_cpu_writes_a_report_with_measured_numbers(tmp_path, capsys)
     # The model table in the report carries the measured step time of each row.
     for row in model:
         assert f"{row['step']['mean'] * 1e3:.4g}" in report
+
+
+def test_tour_plan_takes_other_model_sizes():
+    plan = tour_plan(torch.device("cpu"), sizes=("small",))
+    assert plan.model.sizes == ("small",) and plan.attention == PLANS["cpu"].attention
+    assert [s.size for s in plan.model.settings()] == ["small", "small"]  # fp32 and bf16
+    assert tour_plan(torch.device("cuda")) == PLANS["cuda"]
+
+
+def test_the_report_says_when_flashattn2_fell_back_to_pytorch():
+    rows = [{"implementation": "flashattn2", "backend": "pytorch-tiled", "dtype": "fp32", "seq_len": 32,
+             "head_dim": 16, "status": "ok"}]
+    tour = Tour({"command": "benchkit run"}, PLANS["cpu"], [], rows, CPU_PARALLEL, [],
+                run_accounting(AccountingSettings()), seconds=1.0)
+    report = tour.report({"attention": ["attention_fp32_d16.svg"], "accounting": ["accounting/accounting.pdf"]})
+    assert "flashattn2 ran as `pytorch-tiled`: flashattn2's tiled PyTorch implementation" in report
+    assert "the Triton kernels did not run" in report
+    assert "- command: benchkit run" in report
+    # SVG inline, PDF linked.
+    assert "![attention_fp32_d16](attention_fp32_d16.svg)" in report
+    assert "[accounting/accounting.pdf](accounting/accounting.pdf)" in report
 
 
 @pytest.mark.parametrize("gpus, world_size", [(2, 2), (3, 3), (4, 4), (8, MAX_CUDA_RANKS)])
@@ -68,7 +98,7 @@ def test_a_cuda_tour_with_several_gpus_checks_on_them_with_nccl(monkeypatch, gpu
     assert f"{gpus} CUDA GPUs visible" in plan.reason
     assert plan.describe() == f"{world_size} NCCL processes, one GPU each, small model, float32"
     assert parallel_tolerance(plan, 1e-5)[0] == "rel_update_diff"  # not bitwise: relative to the noise
-    assert f"{world_size} accumulated micro-batches" in _parallel_method(plan)  # what the report says
+    assert f"{world_size} accumulated micro-batches" in check_method(plan)  # what the report says
 
 
 @pytest.mark.parametrize("device, gpus, reason", [

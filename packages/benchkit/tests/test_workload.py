@@ -6,11 +6,13 @@ import pytest
 import torch
 
 from benchkit.cli import main
+from benchkit.devices import resolve_device
 from benchkit.errors import BenchkitError
 from benchkit.flops import matmul_parameters, model_flops, peak_flops
 from benchkit.model import model_config
 from benchkit.timing import PhaseTimer
-from benchkit.workload import LEARNING_RATE, PHASES, Workload, adamw_options, measure, resolve_device
+from benchkit.training import LEARNING_RATE, PHASES, adamw_options, measure
+from benchkit.workload import Workload, WorkloadSettings, benchmark
 
 
 def test_model_flops_by_hand():
@@ -53,7 +55,8 @@ def test_measure_skips_warmup_and_sums_phases_per_step():
     phases = PHASES["train-step"]
     warmup, steps = 2, 3
     durations = [0.5] * (warmup * len(phases)) + [0.1 * (i + 1) for i in range(steps * len(phases))]
-    stats = measure(workload, "train-step", warmup=warmup, steps=steps, timer=PhaseTimer("cpu", clock=StepClock(durations)))
+    stats = measure(workload, "train-step", warmup=warmup, steps=steps,
+                    timer=PhaseTimer("cpu", clock=StepClock(durations)))
     assert list(stats) == [*phases, "step"]
     timed = durations[warmup * len(phases):]
     per_step = [sum(timed[3 * i : 3 * i + 3]) for i in range(steps)]
@@ -81,10 +84,25 @@ def test_forward_mode_keeps_no_graph_and_no_gradients():
     assert all(p.grad is not None for p in workload.model.parameters())
 
 
+def test_benchmark_measures_one_configuration():
+    settings = WorkloadSettings(size="tiny", context_length=8, batch_size=2, mode="forward-backward", warmup=0,
+                                steps=2)
+    row = benchmark(settings, "cpu")
+    assert row["status"] == "ok" and list(row["phases"]) == ["forward", "backward"]
+    assert row["step"].mean == pytest.approx(sum(stats.mean for stats in row["phases"].values()))
+    assert row["model_flops"] == model_flops(model_config("tiny", 8), 2, 8, backward=True)
+    assert row["tokens_per_s"] == pytest.approx(2 * 8 / row["step"].mean) and row["mfu"] is None
+    with pytest.raises(ValueError, match="WorkloadSettings.mode must be one of"):
+        WorkloadSettings(size="tiny", mode="train")
+    with pytest.raises(ValueError, match="WorkloadSettings.size must be one of"):
+        WorkloadSettings(size="huge")
+
+
 def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
     code = main([
         "model", "--size", "tiny", "--context-length", "16", "--batch-size", "2", "--mode", "forward", "train-step",
-        "--precision", "fp32", "bf16", "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", str(tmp_path), "--csv",
+        "--precision", "fp32", "bf16", "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", str(tmp_path),
+        "--csv",
     ])
     assert code == 0
     out = capsys.readouterr().out
@@ -160,16 +178,16 @@ def test_model_command_on_gpu_reports_mfu_for_known_devices(tmp_path):
 
 
 def test_an_out_of_memory_configuration_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import benchkit.commands.model as model_command
+    import benchkit.workload
 
-    real_workload = model_command.Workload
+    real_workload = benchkit.workload.Workload
 
     def workload_that_fails_for_bf16(config, **kwargs):
         if kwargs["precision"] == "bf16":
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real_workload(config, **kwargs)
 
-    monkeypatch.setattr(model_command, "Workload", workload_that_fails_for_bf16)
+    monkeypatch.setattr(benchkit.workload, "Workload", workload_that_fails_for_bf16)
     assert main(["model", "--size", "tiny", "--context-length", "8", "--precision", "bf16", "fp32", "--warmup", "0",
                  "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "model.json").read_text())["rows"]

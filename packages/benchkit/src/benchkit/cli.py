@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from types import ModuleType
@@ -21,6 +22,7 @@ from types import ModuleType
 import benchkit.commands
 from benchkit.__about__ import __version__
 from benchkit.errors import BenchkitError
+from benchkit.options import earlier_results_note
 
 EPILOG = """examples:
   benchkit run                                  # the end-to-end tour on this machine
@@ -35,6 +37,7 @@ def _command_modules() -> dict[str, ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``benchkit`` parser, with one subparser per command module."""
     parser = argparse.ArgumentParser(
         prog="benchkit",
         description="Where do time and memory go in transformer training? One subcommand per question.",
@@ -52,17 +55,26 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run)
+        cmd.set_defaults(_run=module.run, _parser=cmd)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand named in ``argv`` (default ``sys.argv[1:]``); return its exit code.
 
-    A :class:`~benchkit.errors.BenchkitError` becomes one line on stderr,
+    Arguments the subcommand does not know are its error, with its usage
+    (``benchkit run: error: unrecognized arguments: ...``), exit code 2. When
+    ``--out`` already holds files, a note on stderr says that this run replaces
+    those it writes again (rank 0 only, under a launcher). A
+    :class:`~benchkit.errors.BenchkitError` becomes one line on stderr,
     ``benchkit <command>: error: <message>``, and exit code 2.
     """
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args, unknown = build_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    if unknown:
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    note = earlier_results_note(args.out) if getattr(args, "out", None) is not None else None
+    if note and os.environ.get("RANK", "0") == "0":  # under torchrun every rank runs this
+        print(f"benchkit {args.command}: note: {note}", file=sys.stderr)
     try:
         return args._run(args)
     except BenchkitError as error:

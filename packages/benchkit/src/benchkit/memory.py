@@ -37,6 +37,10 @@ checks it, for ``naive`` in fp32 only: CPU autocast keeps softmax in low
 precision); CUDA kernels can keep slightly different tensors, which is why
 ``benchkit memory`` prints the prediction next to the measurement.
 
+On CUDA, :func:`measure_peak` measures a step's peak, its allocator timeline and
+its breakdown (``benchkit memory``), and :func:`compare_with_formula` sets the
+breakdowns against :func:`predicted_memory`.
+
 Example::
 
     from benchkit.memory import predicted_memory
@@ -49,20 +53,40 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+import pickle
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import torch
 
+from benchkit.devices import free_memory
 from benchkit.model import ModelConfig, lm_loss, parameter_count
-from benchkit.workload import Workload
+from benchkit.timing import PhaseTimer
+from benchkit.units import GIB
+from benchkit.workload import Workload, WorkloadSettings
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
+    "compare_with_formula",
+    "downsample",
     "measure_breakdown",
+    "measure_peak",
     "optimizer_state_bytes",
+    "plot_peaks",
+    "plot_timelines",
     "predicted_memory",
     "saved_tensor_bytes",
     "timeline_from_snapshot",
 ]
+
+# Most allocator events kept in the recorded history; a training step of the 2.7B
+# model makes tens of thousands, and each costs memory and snapshot size.
+MAX_HISTORY_EVENTS = 200_000
+# Points drawn per timeline series (each a marker); longer timelines are
+# reduced to the maximum of each bucket, which keeps the peaks.
+TIMELINE_POINTS = 400
 
 
 def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> dict[str, int]:
@@ -89,7 +113,8 @@ def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> di
     head_token = 8 * d + 4 + a * d + 4 * vocab + 8 + 8
     weight_copies = 0 if a == 4 else 2 * (layers * (4 * d * d + 3 * d * f) + d * vocab)
     activations = layers * (tokens * per_layer_token + per_layer_batch) + tokens * head_token + weight_copies
-    return {"parameters": 4 * params, "gradients": 4 * params, "optimizer_state": 8 * params, "activations": activations}
+    return {"parameters": 4 * params, "gradients": 4 * params, "optimizer_state": 8 * params,
+            "activations": activations}
 
 
 @contextlib.contextmanager
@@ -168,3 +193,114 @@ def timeline_from_snapshot(snapshot: Mapping[str, Any], *, device: int = 0, star
             continue
         timeline.append(allocated)
     return timeline
+
+
+def measure_peak(settings: WorkloadSettings, device: torch.device, *, snapshot_path: Path | None = None
+                 ) -> dict[str, Any]:
+    """Peak allocated bytes (``peak_bytes``, beyond what was allocated before) of one step of
+    ``settings.mode`` after one unmeasured step of the same kind (so AdamW's state exists); CUDA only.
+
+    With ``snapshot_path``, the allocator's history is recorded over both steps, dumped there
+    (``torch.cuda.memory._dump_snapshot``: drag it into https://pytorch.org/memory_viz) and
+    the row gets its ``timeline`` (bytes after each event, :func:`timeline_from_snapshot`).
+    Train steps also get a ``breakdown`` (:func:`measure_breakdown`). ``status`` is ``"ok"``,
+    or ``"OOM"`` if the step ran out of memory.
+    """
+    row: dict[str, Any] = dict(size=settings.size, context_length=settings.context_length,
+                               precision=settings.precision, mode=settings.mode, batch_size=settings.batch_size,
+                               attention=settings.attention)
+    free_memory(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start_bytes = torch.cuda.memory_allocated(device)
+    if snapshot_path is not None:
+        torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_EVENTS, stacks="python", clear_history=True)
+    workload = None
+    try:
+        workload = Workload(settings.model_config(), batch_size=settings.batch_size, device=device,
+                            precision=settings.precision, compile=settings.compile)
+        timer = PhaseTimer(device)
+        workload.step(settings.mode, timer)
+        torch.cuda.reset_peak_memory_stats(device)
+        workload.step(settings.mode, timer)
+        row["peak_bytes"] = torch.cuda.max_memory_allocated(device) - start_bytes
+        if snapshot_path is not None:
+            torch.cuda.memory._dump_snapshot(str(snapshot_path))
+            with open(snapshot_path, "rb") as handle:
+                row["timeline"] = timeline_from_snapshot(pickle.load(handle), device=device.index or 0,
+                                                         start_bytes=start_bytes)
+            torch.cuda.memory._record_memory_history(enabled=None)
+            snapshot_path = None
+        if settings.mode == "train-step":
+            row["breakdown"] = measure_breakdown(workload)
+        row["status"] = "ok"
+    except torch.OutOfMemoryError:
+        row["status"] = "OOM"
+    finally:
+        if snapshot_path is not None:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        del workload
+        free_memory(device)
+    return row
+
+
+def compare_with_formula(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set each :func:`measure_peak` row's ``breakdown`` against :func:`predicted_memory`: the row
+    gets ``predicted`` (bytes per part); returns table rows (GiB, and measured / formula per part)."""
+    table = []
+    for row in rows:
+        if row.get("breakdown") is None:
+            continue
+        config = WorkloadSettings(size=row["size"], context_length=row["context_length"],
+                                  attention=row["attention"]).model_config()
+        row["predicted"] = predicted_memory(config, row["batch_size"], row["precision"])
+        for part, expected in row["predicted"].items():
+            measured = row["breakdown"][part]
+            table.append({"ctx": row["context_length"], "prec": row["precision"], "part": part,
+                          "measured_GiB": measured / GIB, "formula_GiB": expected / GIB,
+                          "measured/formula": measured / expected})
+        table.append({"ctx": row["context_length"], "prec": row["precision"], "part": "allocated after forward",
+                      "measured_GiB": row["breakdown"]["allocated_after_forward"] / GIB})
+    return table
+
+
+def downsample(values: Sequence[int], points: int) -> tuple[list[float], list[float]]:
+    """``(x, y)`` of at most ``points`` points for a long series: the largest value of each of
+    ``points`` equal buckets, at the bucket's first index (peaks survive)."""
+    if len(values) <= points:
+        return [float(i) for i in range(len(values))], [float(v) for v in values]
+    bucket = len(values) / points
+    xs, ys = [], []
+    for b in range(points):
+        lo, hi = int(b * bucket), max(int((b + 1) * bucket), int(b * bucket) + 1)
+        xs.append(float(lo))
+        ys.append(float(max(values[lo:hi])))
+    return xs, ys
+
+
+def plot_timelines(rows: Sequence[dict[str, Any]]) -> Figure | None:
+    """Allocated GiB over the allocator's events, a line per row with a ``timeline``
+    (:data:`TIMELINE_POINTS` points at most, :func:`downsample`); None if no row has one."""
+    from benchkit.plot import line_plot  # lazy: spawned ranks import this module and need no matplotlib
+
+    series = {}
+    for row in rows:
+        if "timeline" in row:
+            xs, ys = downsample(row["timeline"], TIMELINE_POINTS)
+            series[f"{row['mode']} ({row['precision']}, T={row['context_length']})"] = (xs, [y / GIB for y in ys])
+    if not series:
+        return None
+    return line_plot(series, title=f"CUDA memory over two steps (the first creates AdamW state), {rows[0]['size']}",
+                     xlabel="allocator event", ylabel="allocated GiB")
+
+
+def plot_peaks(rows: Sequence[dict[str, Any]]) -> Figure:
+    """Peak GiB per context length (groups) for each (precision, mode) (bars); OOM rows have no bar."""
+    from benchkit.plot import bar_plot  # lazy, as in plot_timelines
+
+    contexts = list(dict.fromkeys(r["context_length"] for r in rows))
+    peaks = {(r["context_length"], r["precision"], r["mode"]): r["peak_bytes"] / GIB
+             for r in rows if r["status"] == "ok"}
+    series = {f"{precision} {mode}": [peaks.get((t, precision, mode)) for t in contexts]
+              for precision, mode in dict.fromkeys((r["precision"], r["mode"]) for r in rows)}
+    return bar_plot([f"T={t}" for t in contexts], series,
+                    title=f"Peak CUDA memory, {rows[0]['size']}, batch {rows[0]['batch_size']}", ylabel="GiB")

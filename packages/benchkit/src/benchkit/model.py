@@ -50,8 +50,8 @@ __all__ = [
 
 ATTENTION_BACKENDS = ("naive", "sdpa", "flashattn2")
 
-# Named sizes of issue 6 (the GPT-2 small/medium/large/xl shapes and a 2.7B model),
-# plus "tiny", which trains in seconds on a CPU.
+# Named sizes: the GPT-2 small/medium/large/xl shapes (Radford et al. 2019) and a 2.7B
+# model, plus "tiny", which trains in seconds on a CPU.
 SIZES: dict[str, dict[str, int]] = {
     "tiny": dict(d_model=64, d_ff=256, num_layers=2, num_heads=4),
     "small": dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12),

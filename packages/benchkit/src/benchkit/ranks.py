@@ -21,14 +21,13 @@ Example::
     if results is not None:  # None on the ranks other than 0 under torchrun
         print(results[0])
 
-Both commands also share their options that mean the same (:func:`add_rank_arguments`),
-the sizes measured when ``--size`` is not given (:func:`default_rank_sizes`) and a
-rank's device (:func:`rank_device`).
+Both also share what every rank needs to know (:class:`RankPlan`) and a rank's
+device (:func:`rank_device`); their options are :func:`benchkit.options.add_rank_arguments`.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import datetime
 import os
 from typing import Any, Callable, Sequence
@@ -37,40 +36,61 @@ import torch
 import torch.distributed as dist
 from ddp.launch import spawn
 
-from benchkit.argtypes import positive_float, positive_int
 from benchkit.errors import BenchkitError
 from benchkit.model import SIZES
 
 __all__ = [
-    "add_rank_arguments",
+    "GPU_SIZES",
+    "RankPlan",
     "backend_for",
-    "default_rank_sizes",
     "launched_by_torchrun",
     "rank_device",
+    "rank_device_type",
+    "rank_runs",
     "run_on_ranks",
 ]
 
-
-def add_rank_arguments(parser: argparse.ArgumentParser, *, context_length: int, timeout_s: float) -> None:
-    """The options of the distributed benchmarks that mean the same in each: ``--size``,
-    ``--context-length`` (default ``context_length``), ``--batch-size`` (per rank),
-    ``--device`` (auto, cpu or cuda) and ``--timeout-s`` (default ``timeout_s``, see :func:`run_on_ranks`)."""
-    parser.add_argument("--size", choices=list(SIZES), nargs="+", default=None,
-                        help="model sizes (default: tiny on CPU; small and xl on GPUs)")
-    parser.add_argument("--context-length", type=positive_int, default=context_length, metavar="T",
-                        help=f"tokens per sequence (default: {context_length})")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="sequences per rank and step, each rank its own (default: 4)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible")
-    parser.add_argument("--timeout-s", type=positive_float, default=timeout_s, metavar="S",
-                        help=f"deadline of each spawned group of ranks, and the process group timeout "
-                             f"(default: {timeout_s:g})")
+# The sizes measured on GPUs when none are named (a CPU gets "tiny": benchkit.options.default_sizes).
+GPU_SIZES = ("small", "xl")
 
 
-def default_rank_sizes(device: torch.device) -> list[str]:
-    """The sizes measured when ``--size`` is not given: tiny on a CPU, small and xl on GPUs."""
-    return ["tiny"] if device.type == "cpu" else ["small", "xl"]
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RankPlan:
+    """What every rank of a distributed benchmark measures; plain values, so that it can be
+    sent to spawned ranks. The benchmarks add their own fields (:mod:`benchkit.data_parallel`,
+    :mod:`benchkit.zero`).
+
+    Attributes:
+        sizes: model sizes, keys of :data:`benchkit.model.SIZES`, measured in this order.
+        context_length: tokens per sequence.
+        batch_size: sequences per rank and step, each rank its own.
+        warmup: untimed steps first.
+        steps: timed steps.
+        device_type: ``"cuda"`` (NCCL, one GPU per rank) or ``"cpu"`` (gloo).
+    """
+
+    sizes: tuple[str, ...]
+    context_length: int
+    batch_size: int
+    warmup: int
+    steps: int
+    device_type: str
+
+    def __post_init__(self) -> None:
+        unknown = [size for size in self.sizes if size not in SIZES]
+        if not self.sizes or unknown:
+            raise ValueError(f"sizes must be a non-empty sequence of {tuple(SIZES)}, got {self.sizes!r}")
+        if self.device_type not in ("cpu", "cuda"):
+            raise ValueError(f"device_type must be 'cpu' or 'cuda', got {self.device_type!r}")
+
+
+def rank_device_type(device: torch.device) -> str:
+    """The ``device_type`` of ranks asked for with ``--device`` resolved to ``device``: one GPU per
+    rank on CUDA, so ``cuda:N`` (one GPU named) is refused with a :class:`~benchkit.errors.BenchkitError`."""
+    if device.index is not None:
+        raise BenchkitError(f"--device {device} names one GPU, but the ranks take one GPU each: "
+                            f"use --device cuda (and --nproc), or CUDA_VISIBLE_DEVICES to choose the GPUs")
+    return device.type
 
 
 def backend_for(device_type: str) -> str:
@@ -82,6 +102,12 @@ def rank_device(device_type: str) -> torch.device:
     """Inside a function run by :func:`run_on_ranks`: this rank's device, the GPU that
     was selected for it on CUDA (``LOCAL_RANK`` under torchrun, the rank when spawned), else the CPU."""
     return torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
+
+
+def rank_runs(nproc: Sequence[int]) -> list[int]:
+    """The runs a distributed benchmark makes for its ``--nproc`` values: one per value; under
+    ``torchrun``, one run on torchrun's processes (``WORLD_SIZE`` of them) whatever was asked."""
+    return [int(os.environ["WORLD_SIZE"])] if launched_by_torchrun() else list(nproc)
 
 
 def launched_by_torchrun() -> bool:

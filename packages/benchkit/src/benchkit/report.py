@@ -2,8 +2,8 @@
 
 Each subcommand prints a readable table (:func:`format_table`), writes its rows
 as JSON with the environment recorded, and CSV on request (:func:`write_results`),
-into ``--out`` (:func:`add_output_arguments`). Long sweeps wrap their loop in
-:func:`progress`.
+into ``--out`` (:func:`benchkit.options.add_output_arguments`). Long sweeps wrap
+their loop in :func:`progress`.
 
 Example::
 
@@ -26,8 +26,10 @@ import importlib.metadata
 import json
 import math
 import multiprocessing
+import os
 import platform
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -38,11 +40,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
 import numpy
 import torch
 
-from benchkit.argtypes import output_folder
+from benchkit.devices import device_name
 
 __all__ = [
-    "add_output_arguments",
-    "device_name",
     "environment",
     "format_table",
     "options_for_json",
@@ -82,30 +82,31 @@ def _git_revision() -> str | None:
 _MAIN_FILE = Path(__file__).resolve().with_name("__main__.py")
 
 
+def _script_as_typed(path: str) -> str:
+    """A console script's path (``sys.argv[0]``) as the user would type it: its bare name where
+    that name on ``PATH`` is this very file (an activated venv, ``hatch run``), else the path."""
+    name = os.path.basename(path)
+    found = shutil.which(name)
+    return name if found and os.path.samefile(found, path) else path
+
+
 def _command_line() -> list[str]:
     """The command that started this program, as typed where the process can tell.
 
-    ``sys.argv``, except under ``python -m benchkit``, where ``sys.argv[0]`` is the
-    path of ``benchkit/__main__.py``: then the interpreter's own command line
+    ``sys.argv``, with the console script ``benchkit`` shown as
+    :func:`_script_as_typed` makes it (its interpreter is only told the script's
+    path, not the name typed). Under ``python -m benchkit``, where ``sys.argv[0]``
+    is the path of ``benchkit/__main__.py``: the interpreter's own command line
     (``sys.orig_argv``: ``python -m benchkit ...`` with the interpreter's options).
     A process spawned by such a run through :mod:`multiprocessing` inherits its
     ``sys.argv`` but has multiprocessing's command line: it records
-    ``<sys.executable> -m benchkit ...``. The console script ``benchkit`` is
-    recorded as the path the shell ran it from (``sys.argv[0]``): the name typed is
-    not passed on to a script's interpreter.
+    ``<sys.executable> -m benchkit ...``.
     """
     if Path(sys.argv[0]).resolve() != _MAIN_FILE:
-        return sys.argv
+        return [_script_as_typed(sys.argv[0]), *sys.argv[1:]] if os.path.isfile(sys.argv[0]) else sys.argv
     if multiprocessing.parent_process() is None:
         return sys.orig_argv
     return [sys.executable, "-m", "benchkit", *sys.argv[1:]]
-
-
-def device_name() -> str:
-    """This machine's device as tables and :func:`environment` name it: the CUDA GPU, else the CPU and its threads."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def environment() -> dict[str, Any]:
@@ -123,25 +124,6 @@ def environment() -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
     }
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = None) -> None:
-    """Add ``--out DIR`` (default ``benchkit-results/<command>``) and ``--csv``.
-
-    ``command`` defaults to the last word of ``parser.prog`` (``"benchkit model"``
-    gives ``model``), which is the subcommand's name for parsers made by :mod:`benchkit.cli`.
-    ``--out``, given or not, is checked while parsing (:func:`benchkit.argtypes.output_folder`):
-    a path that cannot become a folder is an argparse error before the command starts.
-    """
-    name = command or parser.prog.split()[-1]
-    parser.add_argument(
-        "--out",
-        type=output_folder,
-        default=f"benchkit-results/{name}",  # a string, so that argparse checks it with the type too
-        metavar="DIR",
-        help=f"folder for the result files (default: benchkit-results/{name})",
-    )
-    parser.add_argument("--csv", action="store_true", help="also write the rows as CSV")
 
 
 def options_for_json(args: argparse.Namespace) -> dict[str, Any]:
