@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The single-GPU pass: flashattn2's GPU checks and benchmark, then issue 6's benchkit
-# tables (written for an H100; at most BUDGET_S = 570 s). ONLY="step names" runs a subset.
+# The single-GPU pass: flashattn2's GPU checks and benchmark, then benchkit's tables
+# (written for an H100; at most BUDGET_S = 570 s). ONLY="step names" runs a subset.
+# flashattn2's own pass (tile sweeps, first calls, host time) is
+# packages/flashattn2/benchmarks/gpu_pass.sh.
 #
 #   OUT=/path/to/empty/dir bash packages/benchkit/scripts/gpu_pass.sh     # from the repository root
 #
 # Runs, most important first, each under its own time limit and all within BUDGET_S seconds:
 #   fa2_gpu_tests    flashattn2's GPU tests (realistic sizes, determinism, torch.compile, memory)
-#   fa2_headline     flashattn2 vs SDPA FLASH and CUDNN (packages/flashattn2/benchmarks/headline.py)
+#   fa2_matrix       flashattn2 vs SDPA cuDNN and FLASH (packages/flashattn2/benchmarks/matrix.py)
 #   model_warmup     all five sizes, forward and forward+backward, context 256, batch 4,
 #                    5 warm-up + 10 timed steps, fp32 and bf16 autocast
 #   model_no_warmup  the same in fp32 without warm-up steps
@@ -27,8 +29,8 @@ BUDGET_S=${BUDGET_S:-570}
 PASS_TITLE="GPU pass (one GPU): flashattn2 checks, benchkit results"
 source "$(dirname "$0")/steps.sh"
 
-step fa2_gpu_tests 200 env FLASHATTN2_AUTOTUNE=0 $PY -m pytest -q -m gpu -n 3 packages/flashattn2/tests
-step fa2_headline 120 $PY packages/flashattn2/benchmarks/headline.py --out "$R/fa2_headline.json"
+step fa2_gpu_tests 200 $PY -m pytest -q -m gpu -n 4 packages/flashattn2/tests
+step fa2_matrix 150 $PY packages/flashattn2/benchmarks/matrix.py --out "$R/fa2_matrix.json"
 step model_warmup 120 $PY -m benchkit model --device cuda --size small medium large xl 2.7B \
   --context-length 256 --batch-size 4 --mode forward forward-backward --precision fp32 bf16 \
   --warmup 5 --steps 10 --out "$R/model_warmup"
