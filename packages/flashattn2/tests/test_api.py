@@ -204,6 +204,27 @@ def test_setting_triton_interpret_after_import_keeps_cpu_tensors_on_pytorch():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_derivatives_are_refused_with_a_clear_error(backend):
+    # A gradient penalty: differentiate a function of dq, which needs attention's second derivative.
+    q, k, v = (torch.randn(1, 2, 20, 16, requires_grad=True) for _ in range(3))
+    out = flash_attention(q, k, v, causal=True, backend=backend)
+    (dq,) = torch.autograd.grad(out.square().sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="flash_attention has no second derivative"):
+        dq.square().sum().backward()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_create_graph_alone_gives_the_first_derivatives(backend):
+    # create_graph=True is fine as long as nothing differentiates through attention's gradients.
+    q, k, v = (torch.randn(1, 2, 20, 16, requires_grad=True) for _ in range(3))
+    grads = torch.autograd.grad(flash_attention(q, k, v, backend=backend).square().sum(), (q, k, v),
+                                create_graph=True)
+    expected = torch.autograd.grad(flash_attention(q, k, v, backend=backend).square().sum(), (q, k, v))
+    for got, want in zip(grads, expected):
+        assert torch.equal(got, want)
+
+
 def test_eager_calls_skip_the_custom_operator_dispatch():
     # Outside torch.compile the plain autograd Function runs (less host time per call);
     # the custom operators are for the compiler (compared with eager in the next test).
