@@ -1,42 +1,42 @@
 #!/usr/bin/env bash
-# The ddp and zero1 GPU results (issues 4 and 5) in one pass on a 4-GPU machine
-# (written for 4 H200s; at most BUDGET_S = 540 s).
+# The ddp and zero1 GPU results in one pass on one multi-GPU machine: every step runs on
+# NPROC GPUs (default: all visible). At most BUDGET_S = 480 s, to fit one 10-minute
+# device command with the machine's start.
 #
-#   OUT=/path/to/empty/dir bash packages/benchkit/scripts/multi_gpu_pass.sh   # from the repository root
+#   OUT=/path/to/empty/dir bash packages/benchkit/scripts/multi_gpu_pass.sh     # from the repository root
+#   OUT=... NPROC=4 ONLY="ddp_xl zero" bash packages/benchkit/scripts/multi_gpu_pass.sh   # 4 of 8 GPUs, two steps
 #
-# Steps, most important first, each under its own time limit and all within BUDGET_S:
-#   ddp4            benchkit ddp on 4 GPUs: every wrapper, BucketedDDP at 1-1000 MB and
-#                   torch DDP at 25 MB, small and xl, context 512, bf16 autocast
-#   zero            benchkit zero on 2 and 4 GPUs: AdamW, ShardedOptimizer (bucketed and
-#                   per-parameter) and ZeroRedundancyOptimizer, small and xl
-#   ddp2            benchkit ddp on 2 GPUs, as ddp4
-#   allreduce_nccl  NCCL all-reduce, 1 MB to 1 GB, 2 and 4 ranks (6 needs more GPUs)
-#   gpu_tests       pytest -m gpu for ddp and zero1 (NCCL)
-#   ddp_torchrun    benchkit ddp started by torchrun instead of --nproc
-#   allreduce_gloo  gloo all-reduce of CPU tensors at 2, 4 and 6 ranks
-#   run             benchkit run, whose DDP/ZeRO-1 check runs on up to 4 GPUs (NCCL)
-#                   here; last, so mostly run alone: ONLY=run
+# Steps, most important first, each under its own time limit and all within BUDGET_S
+# (bf16 autocast, fused AdamW, context 512, batch 4 per rank, one process per GPU):
+#   machine      nvidia-smi topo -m: how the GPUs are linked
+#   ddp_xl       benchkit ddp, xl: local, naive, overlap, BucketedDDP 25 MB, the same with
+#                compress_bf16, torch DDP at its defaults; 3 interleaved rounds (--rounds),
+#                per-phase times, hidden communication and peak memory per variant
+#   ddp_small    the same for the small model
+#   zero         benchkit zero, small and xl: AdamW, ShardedOptimizer, ZeroRedundancyOptimizer
+#   compression  the small model's loss over 200 steps, BucketedDDP with and without
+#                compress_bf16 (scripts/compression_loss.py)
+#   gpu_tests    pytest -m gpu for ddp and zero1 (NCCL)
+#   allreduce    NCCL all-reduce bus bandwidth, 1 MB to 1 GB, at NPROC ranks
 # Output files: as gpu_pass.sh (summary.md, results.tar.gz, traces.tar.gz, gpu_pass.log).
 #
 # NVLink multicast stays off (the machines' rule: it can take a shared host's GPUs down).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-BUDGET_S=${BUDGET_S:-540}
+BUDGET_S=${BUDGET_S:-480}
 PASS_TITLE="benchkit multi-GPU pass (ddp, zero1, all-reduce)"
 source "$(dirname "$0")/steps.sh"
+NPROC=${NPROC:-$(nvidia-smi -L | wc -l)}
 
-DDP_ARGS=(--size small xl --context-length 512 --batch-size 4 --precision bf16 --timeout-s 130)
+DDP_ARGS=(--nproc "$NPROC" --context-length 512 --batch-size 4 --precision bf16 --rounds 3 --warmup 2 --steps 5
+  --variants local naive overlap bucketed bucketed-bf16 torch-ddp --bucket-mb 25 --timeout-s 200)
 step machine 20 nvidia-smi topo -m
-step ddp4 140 $PY -m benchkit ddp --nproc 4 "${DDP_ARGS[@]}" --out "$R/ddp4"
-step zero 150 $PY -m benchkit zero --size small xl --nproc 2 4 --context-length 256 --batch-size 4 \
-  --warmup 3 --steps 10 --timeout-s 140 --out "$R/zero"
-step ddp2 120 $PY -m benchkit ddp --nproc 2 "${DDP_ARGS[@]}" --out "$R/ddp2"
-step allreduce_nccl 50 $PY -m benchkit allreduce --backend nccl --world-sizes 2 4 6 --out "$R/allreduce_nccl"
+step ddp_xl 200 $PY -m benchkit ddp --size xl "${DDP_ARGS[@]}" --out "$R/ddp_xl"
+step ddp_small 60 $PY -m benchkit ddp --size small "${DDP_ARGS[@]}" --out "$R/ddp_small"
+step zero 120 $PY -m benchkit zero --size small xl --nproc "$NPROC" --context-length 512 --batch-size 4 \
+  --warmup 2 --steps 5 --timeout-s 110 --out "$R/zero"
+step compression 60 $PY packages/benchkit/scripts/compression_loss.py --nproc "$NPROC" --size small --steps 200 \
+  --out "$R/compression_loss.json"
 step gpu_tests 40 $PY -m pytest -q -m gpu packages/ddp packages/zero1
-step ddp_torchrun 45 $PY -m torch.distributed.run --standalone --nproc-per-node 2 -m benchkit ddp \
-  --size small --variants local bucketed torch-ddp --bucket-mb 25 --context-length 512 --batch-size 4 \
-  --precision bf16 --out "$R/ddp_torchrun"
-step allreduce_gloo 70 $PY -m benchkit allreduce --backend gloo --world-sizes 2 4 6 --warmup 1 --iters 5 \
-  --out "$R/allreduce_gloo"
-step run 150 $PY -m benchkit run --device cuda --out "$R/run"
+step allreduce 40 $PY -m benchkit allreduce --backend nccl --world-sizes "$NPROC" --out "$R/allreduce"
 
 finish

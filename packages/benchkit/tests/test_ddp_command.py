@@ -88,6 +88,19 @@ def test_torch_ddp_runs_at_its_defaults():
     assert spawn(_torch_ddp_bucket_caps, 1, timeout_s=60) == [(True, 25 * 2**20, True)]
 
 
+def _bucketed_variants(rank, world_size):
+    names = data_parallel.variant_names(["local", "bucketed", "bucketed-bf16"], [1, 25])
+    wrappers = [data_parallel.wrap(name, torch.nn.Linear(4, 4), torch.device("cpu")) for name in names[1:]]
+    return names, [(w.bucket_size_mb, w.compress_bf16) for w in wrappers]
+
+
+@pytest.mark.distributed
+def test_bucketed_variants_with_and_without_bf16_compression():
+    names, settings = spawn(_bucketed_variants, 1, timeout_s=60)[0]
+    assert names == ["local", "bucketed-1MB", "bucketed-25MB", "bucketed-1MB-bf16", "bucketed-25MB-bf16"]
+    assert settings == [(1.0, False), (25.0, False), (1.0, True), (25.0, True)]
+
+
 def test_derived_columns_by_hand():
     def row(variant, step_s, sync_s=None):
         phases = {"forward": summarize([step_s / 2])}

@@ -9,7 +9,8 @@ sequences of ``context_length`` tokens per rank):
 - ``naive``, ``flat``, ``overlap``: :class:`ddp.NaiveDDP`, :class:`ddp.FlatDDP`,
   :class:`ddp.OverlapDDP`;
 - ``bucketed-<N>MB``: :class:`ddp.BucketedDDP` with ``bucket_size_mb=N`` for
-  each bucket cap asked for;
+  each bucket cap asked for; ``bucketed-<N>MB-bf16`` the same with
+  ``compress_bf16=True`` (fp32 gradients all-reduced as bf16);
 - ``torch-ddp-25MB``: :class:`torch.nn.parallel.DistributedDataParallel` with
   its default ``bucket_cap_mb=25``.
 
@@ -22,7 +23,8 @@ phases. Models run eagerly: a compiled backward would run the gradient hooks
 only at its end and defeat the overlap being measured. With ``rounds`` above 1,
 the variants run in interleaved rounds (:func:`rounds_order`). Reported: ms per
 step and per phase, and the communication that backward did not hide
-(:func:`add_derived_columns`).
+(:func:`add_derived_columns`), and on CUDA the peak memory allocated on rank 0
+while the variant trained (``peak_memory_bytes``; the largest over the rounds).
 
 :func:`run_data_parallel` starts both ways (:func:`benchkit.ranks.run_on_ranks`):
 it spawns ``nproc`` ranks on this node through :func:`ddp.launch.spawn` (NCCL
@@ -79,7 +81,7 @@ __all__ = [
     "wrap",
 ]
 
-KINDS = ("local", "naive", "flat", "overlap", "bucketed", "torch-ddp")
+KINDS = ("local", "naive", "flat", "overlap", "bucketed", "bucketed-bf16", "torch-ddp")
 TORCH_DDP_BUCKET_MB = 25  # torch.nn.parallel.DistributedDataParallel's default bucket_cap_mb
 # Bucket caps across three decades, 1 to 1000 MiB, with PyTorch DDP's default of
 # 25 MiB among them to compare with it.
@@ -116,13 +118,16 @@ class DataParallelPlan(RankPlan):
 
 
 def variant_names(kinds: Sequence[str], bucket_mbs: Sequence[float]) -> list[str]:
-    """Variant names in run order: ``bucketed`` expands to one ``bucketed-<N>MB`` per cap."""
+    """Variant names in run order: ``bucketed`` expands to one ``bucketed-<N>MB`` per cap,
+    ``bucketed-bf16`` to one ``bucketed-<N>MB-bf16``."""
     names = []
     for kind in KINDS:
         if kind not in kinds:
             continue
         if kind == "bucketed":
             names += [f"bucketed-{mb:g}MB" for mb in bucket_mbs]
+        elif kind == "bucketed-bf16":
+            names += [f"bucketed-{mb:g}MB-bf16" for mb in bucket_mbs]
         elif kind == "torch-ddp":
             names.append(f"torch-ddp-{TORCH_DDP_BUCKET_MB}MB")
         else:
@@ -141,7 +146,8 @@ def wrap(variant: str, model: torch.nn.Module, device: torch.device) -> torch.nn
         # _BucketCapacityConfig.create: is_using_default = bucket_cap_mb is None).
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     if variant.startswith("bucketed-"):
-        return BucketedDDP(model, bucket_size_mb=float(variant[len("bucketed-"):-len("MB")]))
+        cap, compressed = variant[len("bucketed-"):].removesuffix("-bf16"), variant.endswith("-bf16")
+        return BucketedDDP(model, bucket_size_mb=float(cap.removesuffix("MB")), compress_bf16=compressed)
     return {"naive": NaiveDDP, "flat": FlatDDP, "overlap": OverlapDDP}[variant](model)
 
 
@@ -188,6 +194,8 @@ def run_rank(rank: int, world_size: int, plan: DataParallelPlan) -> list[dict[st
             # A failure every rank hits alike (out of memory, an unsupported setting) is recorded and the
             # run goes on; one rank failing alone leaves the others waiting in a collective until the
             # process group's timeout.
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
             try:
                 timers[variant].extend(measure_variant(variant, base, plan))
             except torch.OutOfMemoryError:
@@ -197,6 +205,9 @@ def run_rank(rank: int, world_size: int, plan: DataParallelPlan) -> list[dict[st
             else:
                 timer = timers[variant]  # the statistics of every round so far
                 row.update(status="ok", phases=timer.summary(), step=summarize(timer.step_totals()))
+                if device.type == "cuda":
+                    peak = torch.cuda.max_memory_allocated(device)
+                    row["peak_memory_bytes"] = max(peak, row.get("peak_memory_bytes", 0))
             free_memory(device)  # after the except blocks: a traceback would keep the variant's model alive
             if rank == 0 and plan.out_dir is not None:
                 measured = [r for r in size_rows.values() if "status" in r]
@@ -257,7 +268,9 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {"size": row["size"], "ranks": row["world_size"], "variant": row["variant"], "step_ms": row["step_ms"],
          "std_ms": row["step_std_ms"], "fwd_ms": phase_ms(row, "forward"), "bwd_ms": phase_ms(row, "backward"),
          "sync_ms": row["sync_ms"], "opt_ms": phase_ms(row, "optimizer"), "over_local_ms": row["over_local_ms"],
-         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"], "status": row["status"]}
+         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"],
+         "peak_GiB": row["peak_memory_bytes"] / 2**30 if "peak_memory_bytes" in row else None,
+         "status": row["status"]}
         for row in rows
     ]
 

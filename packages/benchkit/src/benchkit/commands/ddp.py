@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rank_arguments(parser, gpu_sizes=GPU_SIZES, context_length=512, timeout_s=DEFAULT_TIMEOUT_S)
     add_precision_argument(parser)
     add_attention_argument(parser)
-    parser.add_argument("--variants", choices=KINDS, nargs="+", default=list(KINDS),
-                        help="which variants to run (default: all)")
+    parser.add_argument("--variants", choices=KINDS, nargs="+", default=[k for k in KINDS if k != "bucketed-bf16"],
+                        help="which variants to run (default: all but bucketed-bf16, BucketedDDP with "
+                             "compress_bf16=True)")
     parser.add_argument("--bucket-mb", type=positive_float, nargs="+", default=list(DEFAULT_BUCKET_MB), metavar="MB",
                         help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)")
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
