@@ -18,12 +18,12 @@ from __future__ import annotations
 import cProfile
 import pstats
 import threading
-import time
 
 import torch
 import torch.nn.functional as F
 
 from flashattn2 import flash_attention
+from matrix import host_ms  # this folder is on sys.path when run as a script
 from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_forward import triton_forward
 
@@ -40,24 +40,15 @@ class Twice(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * 2
-REPS, WARMUP = 300, 20
 
 
-def host_ms(fn) -> float:
-    """Milliseconds per call of ``fn``, ``REPS`` calls enqueued back to back (the GPU keeps up)."""
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(REPS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / REPS * 1e3
+REPS = 300
 
 
 def in_thread(fn) -> float:
+    """:func:`host_ms` of ``fn`` measured in a second Python thread."""
     result = []
-    thread = threading.Thread(target=lambda: result.append(host_ms(fn)))
+    thread = threading.Thread(target=lambda: result.append(host_ms(fn, REPS)))
     thread.start()
     thread.join()
     return result[0]
@@ -79,12 +70,12 @@ def main() -> None:
         "Twice fwd+bwd": lambda: torch.autograd.grad(Twice.apply(q), q, g),
     }
     for name, fn in cases.items():
-        print(f"{name:28} {host_ms(fn):.4f} ms/call", flush=True)
+        print(f"{name:28} {host_ms(fn, REPS):.4f} ms/call", flush=True)
     print(f"{'launcher bwd, 2nd thread':28} {in_thread(cases['launcher bwd']):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(False)
-    print(f"{'api fwd+bwd, 1 thread':28} {host_ms(cases['api fwd+bwd']):.4f} ms/call", flush=True)
+    print(f"{'api fwd+bwd, 1 thread':28} {host_ms(cases['api fwd+bwd'], REPS):.4f} ms/call", flush=True)
     for name in ("sdpa fwd+bwd", "x * 2 fwd+bwd", "Twice fwd+bwd"):
-        print(f"{name + ', 1 thread':28} {host_ms(cases[name]):.4f} ms/call", flush=True)
+        print(f"{name + ', 1 thread':28} {host_ms(cases[name], REPS):.4f} ms/call", flush=True)
     torch.autograd.set_multithreading_enabled(True)
     profiler = cProfile.Profile()
     profiler.enable()

@@ -176,6 +176,20 @@ def first_calls() -> list[dict]:
     return rows
 
 
+def host_ms(fn, reps: int, warmup: int = 20) -> float:
+    """Milliseconds per call of ``fn``: ``reps`` calls enqueued back to back after ``warmup``
+    calls, timed from the first to the end of the last on the GPU (the host's work when
+    the GPU keeps up)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps * 1e3
+
+
 def host_times(reps: int = 200, rounds: int = 7) -> dict:
     """Milliseconds per eager forward+backward call at ``HOST_SHAPE``: the median over
     ``rounds`` rounds, each timing ``reps`` calls of every implementation in turn (host
@@ -189,14 +203,7 @@ def host_times(reps: int = 200, rounds: int = 7) -> dict:
     samples = {name: [] for name in ways}
     for _ in range(rounds):
         for name, fn in ways.items():
-            for _ in range(20):
-                fn()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            torch.cuda.synchronize()
-            samples[name].append((time.perf_counter() - start) / reps * 1e3)
+            samples[name].append(host_ms(fn, reps))
     result = {name: statistics.median(times) for name, times in samples.items()}
     result["ratio"] = result["flashattn2"] / result["sdpa"]
     result["samples_ms"] = samples

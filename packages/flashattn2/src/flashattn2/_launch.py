@@ -141,7 +141,3 @@ class TileChooser:
         if not timings:
             raise RuntimeError(f"flashattn2: none of the tile configurations {tiles} could run on this GPU")
         return min(timings, key=timings.get)
-
-    def forget(self) -> None:
-        """Drop the choices made so far (the next call of each key chooses again)."""
-        self._chosen.clear()
