@@ -259,9 +259,9 @@ dkdv_tiles = TileChooser()
 
 
 class BackwardPlan:
-    """The backward for one layout: ``plan(grad_out, q, k, v, out, lse) -> (dq, dk, dv)``; see :func:`triton_backward`.
+    """The backward for one layout: ``plan(grad_out, q, k, v, out, lse) -> (dq, dk, dv)``.
 
-    Built from the layout alone; the tiles are chosen on the first call, which sees
+    See :func:`triton_backward`. Built from the layout alone; the tiles are chosen on the first call, which sees
     the tensors (autotuning times them).
     """
 
@@ -329,15 +329,14 @@ class BackwardPlan:
         return dq, dk, dv
 
     def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
-        args = (self.tile_key, self.head_dim, self.dtype, self.device)
-        key, rest = args[0], args[1:]
+        inputs = (self.head_dim, self.dtype, self.device)
         dq_tile = dq_tiles.choose(
-            key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq", *rest
+            self.tile_key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq", *inputs
         )
         self.launch_dq = self.compiled_dq(dq_tile)
         self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # Delta, for timing the dK/dV candidates
         dkdv_tile = dkdv_tiles.choose(
-            key, lambda t: self.compiled_dkdv(t)(q, k, v, grad_out, lse, delta, dk, dv), "dkdv", *rest
+            self.tile_key, lambda t: self.compiled_dkdv(t)(q, k, v, grad_out, lse, delta, dk, dv), "dkdv", *inputs
         )
         self.launch_dkdv = self.compiled_dkdv(dkdv_tile)
 
