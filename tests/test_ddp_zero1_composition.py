@@ -81,12 +81,15 @@ def test_bucketed_ddp_with_sharded_adamw_matches_single_process_training(tmp_pat
     names = [name for name, _ in reference.named_parameters()]
     for rank, (params, _) in enumerate(results):
         for name, got, want in zip(names, params, reference.parameters(), strict=True):
-            torch.testing.assert_close(got, want.detach(), rtol=0, atol=ATOL, msg=lambda m: f"rank {rank}, {name} (seed {seed}): {m}")
+            torch.testing.assert_close(
+                got, want.detach(), rtol=0, atol=ATOL, msg=lambda m: f"rank {rank}, {name} (seed {seed}): {m}"
+            )
         for got, other in zip(params, results[0][0]):
             assert torch.equal(got, other), "ranks hold different parameters after the broadcast"
     for name, got, want in zip(names, resumed, reference.parameters(), strict=True):
-        torch.testing.assert_close(got, want.detach(), rtol=0, atol=ATOL,
-                                   msg=lambda m: f"resumed at world size 1, {name} (seed {seed}): {m}")
+        torch.testing.assert_close(
+            got, want.detach(), rtol=0, atol=ATOL, msg=lambda m: f"resumed at world size 1, {name} (seed {seed}): {m}"
+        )
     # Each rank kept AdamW state for its share only; together exactly one copy.
     total = sum(p.numel() for p in reference.parameters())
     assert sum(elements for _, elements in results) == total

@@ -34,8 +34,18 @@ CPU_TORCH = "torch==2.13.0"
 
 def _build_wheel(package: str, out_dir: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(out_dir), str(ROOT / "packages" / package)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out_dir),
+            str(ROOT / "packages" / package),
+        ],
         check=True,
     )
     (wheel,) = out_dir.glob(f"trainsys_{package}-*.whl")
@@ -83,11 +93,15 @@ def test_flashattn2_installs_and_runs_alone(tmp_path):
     subprocess.run(
         # --no-compile: byte-compiling torch's 2,300 modules takes longer than the install itself.
         [python, "-m", "pip", "install", "-q", "--no-compile", str(ROOT / "packages" / "flashattn2"), CPU_TORCH],
-        check=True, env=clean_env,
+        check=True,
+        env=clean_env,
     )
     listed = subprocess.run(
         [python, "-m", "pip", "list", "--format=freeze"],
-        check=True, capture_output=True, text=True, env=clean_env,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env,
     ).stdout
     installed = {line.split("==")[0].lower() for line in listed.split()}
     assert {"trainsys-flashattn2", "torch", "triton"} <= installed

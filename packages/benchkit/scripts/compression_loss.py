@@ -19,12 +19,12 @@ import argparse
 import json
 
 import torch
-from ddp import BucketedDDP
 
 from benchkit.model import model_config
 from benchkit.ranks import rank_device, run_on_ranks
 from benchkit.training import Trainer, adamw_options
 from benchkit.workload import Workload
+from ddp import BucketedDDP
 
 
 def losses(rank: int, world_size: int, size: str, steps: int, context_length: int, device_type: str) -> dict:
@@ -51,18 +51,28 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=600)
     parser.add_argument("--out", help="write both loss curves and the differences as JSON here")
     args = parser.parse_args()
-    runs = run_on_ranks(losses, nproc=args.nproc, device_type=args.device, timeout_s=args.timeout_s,
-                        args=(args.size, args.steps, args.context_length, args.device))
+    runs = run_on_ranks(
+        losses,
+        nproc=args.nproc,
+        device_type=args.device,
+        timeout_s=args.timeout_s,
+        args=(args.size, args.steps, args.context_length, args.device),
+    )
     if runs is None:  # not rank 0 under torchrun
         return
     fp32, bf16 = runs[0]["fp32"], runs[0]["bf16"]
     differences = [abs(a - b) for a, b in zip(fp32, bf16)]
     worst = max(range(len(differences)), key=differences.__getitem__)
     summary = {
-        "size": args.size, "ranks": args.nproc, "steps": args.steps, "context_length": args.context_length,
-        "max_abs_loss_difference": differences[worst], "at_step": worst,
+        "size": args.size,
+        "ranks": args.nproc,
+        "steps": args.steps,
+        "context_length": args.context_length,
+        "max_abs_loss_difference": differences[worst],
+        "at_step": worst,
         "max_rel_loss_difference": max(d / abs(a) for d, a in zip(differences, fp32)),
-        "final_loss_fp32": fp32[-1], "final_loss_bf16": bf16[-1],
+        "final_loss_fp32": fp32[-1],
+        "final_loss_bf16": bf16[-1],
     }
     print(json.dumps(summary, indent=1))
     if args.out:

@@ -89,7 +89,7 @@ def test_pipeline_traffic_and_never_compute_bound():
 
 
 def test_bad_degrees_are_rejected():
-    with pytest.raises(ValueError, match="Parallelism.tp must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"Parallelism\.tp must be a positive int, got 0"):
         Parallelism(tp=0)
     with pytest.raises(ValueError, match="model must be one of"):
         named_model("huge", 128)
@@ -101,15 +101,23 @@ def test_degrees_that_split_the_model_and_batch_evenly_are_accepted():
     check_parallelism(named_model("xxl-ffn", 64), Parallelism(tp=13, pp=126), batch_size=1)
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--tp", "1000000"], "--tp 1000000 must divide xxl-ffn's feed-forward width d_ff = 53248"),
-    (["--model", "tiny", "--tp", "3", "--fsdp", "1"], "--tp 3 must divide tiny's 4 attention heads"),
-    (["--model", "tiny", "--tp", "8", "--fsdp", "1"], "--tp 8 must divide tiny's 4 attention heads"),
-    (["--pp", "200"], "--pp 200 must be at most xxl-ffn's 126 layers"),
-    (["--batch-size", "1", "--fsdp", "4096", "--tp", "1"],
-     "--dp 1 x --fsdp 4096 = 4096 data-parallel ranks must be at most --batch-size 1"),
-    (["--dp", "3", "--fsdp", "2", "--batch-size", "5"], "--dp 3 x --fsdp 2 = 6 data-parallel ranks must be at most"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--tp", "1000000"], "--tp 1000000 must divide xxl-ffn's feed-forward width d_ff = 53248"),
+        (["--model", "tiny", "--tp", "3", "--fsdp", "1"], "--tp 3 must divide tiny's 4 attention heads"),
+        (["--model", "tiny", "--tp", "8", "--fsdp", "1"], "--tp 8 must divide tiny's 4 attention heads"),
+        (["--pp", "200"], "--pp 200 must be at most xxl-ffn's 126 layers"),
+        (
+            ["--batch-size", "1", "--fsdp", "4096", "--tp", "1"],
+            "--dp 1 x --fsdp 4096 = 4096 data-parallel ranks must be at most --batch-size 1",
+        ),
+        (
+            ["--dp", "3", "--fsdp", "2", "--batch-size", "5"],
+            "--dp 3 x --fsdp 2 = 6 data-parallel ranks must be at most",
+        ),
+    ],
+)
 def test_impossible_degrees_are_one_line_errors(options, message, tmp_path, capsys):
     out = tmp_path / "acc"
     assert main(["accounting", *options, "--out", str(out)]) == 2
@@ -134,11 +142,15 @@ def test_command_writes_table_json_and_plot(tmp_path, capsys):
 
 
 def test_run_accounting_accounts_each_preset_with_its_overrides():
-    result = run_accounting(AccountingSettings(model="small", hardware=("h100",), dp=8, fsdp=1, tp=1, batch_size=32,
-                                               seq_len=1024, link_bandwidth=1e11))
+    result = run_accounting(
+        AccountingSettings(
+            model="small", hardware=("h100",), dp=8, fsdp=1, tp=1, batch_size=32, seq_len=1024, link_bandwidth=1e11
+        )
+    )
     slower_links = dataclasses.replace(DEVICES["h100"], link_bandwidth=1e11)
-    assert result.rows == [account(named_model("small", 1024), slower_links, Parallelism(dp=8), batch_size=32,
-                                   seq_len=1024)]
+    assert result.rows == [
+        account(named_model("small", 1024), slower_links, Parallelism(dp=8), batch_size=32, seq_len=1024)
+    ]
     assert result.devices[0].source.endswith("overridden: ['link_bandwidth']")
     meta = result.meta()
     assert meta["formulas"] == FORMULAS and meta["parallelism"] == {"dp": 8, "fsdp": 1, "tp": 1, "pp": 1}
@@ -151,7 +163,9 @@ def test_run_accounting_accounts_each_preset_with_its_overrides():
 
 def test_the_default_settings_are_the_commands_example():
     rows = run_accounting(AccountingSettings()).rows
-    assert rows == [account(named_model("xxl-ffn", 2048), DEVICES[key], Parallelism(fsdp=16, tp=4), batch_size=256,
-                            seq_len=2048) for key in ("h100", "tpu-v5p")]
+    assert rows == [
+        account(named_model("xxl-ffn", 2048), DEVICES[key], Parallelism(fsdp=16, tp=4), batch_size=256, seq_len=2048)
+        for key in ("h100", "tpu-v5p")
+    ]
     with pytest.raises(BenchkitError, match="--tp 3 must divide tiny's 4 attention heads"):
         run_accounting(AccountingSettings(model="tiny", tp=3, fsdp=1))

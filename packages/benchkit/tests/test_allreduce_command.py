@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from benchkit.cli import main
 from benchkit.allreduce import bus_bandwidth, result_rows
+from benchkit.cli import main
 
 
 def test_bus_bandwidth_is_nccl_tests_definition():
@@ -24,8 +24,26 @@ def test_the_slowest_rank_sets_each_iteration():
 
 @pytest.mark.distributed
 def test_gloo_run_writes_rows_and_plots(tmp_path, capsys):
-    code = main(["allreduce", "--backend", "gloo", "--world-sizes", "2", "--sizes-mb", "0.001", "0.01",
-                 "--dtype", "bf16", "--warmup", "1", "--iters", "3", "--out", str(tmp_path)])
+    code = main(
+        [
+            "allreduce",
+            "--backend",
+            "gloo",
+            "--world-sizes",
+            "2",
+            "--sizes-mb",
+            "0.001",
+            "0.01",
+            "--dtype",
+            "bf16",
+            "--warmup",
+            "1",
+            "--iters",
+            "3",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     assert "busbw_GBps" in capsys.readouterr().out
     rows = json.loads((tmp_path / "allreduce.json").read_text())["rows"]

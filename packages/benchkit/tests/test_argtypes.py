@@ -10,9 +10,12 @@ from benchkit.argtypes import finite_float, non_negative_int, output_folder, pos
 
 def test_converters_accept_and_reject():
     assert positive_int("3") == 3 and non_negative_int("0") == 0 and positive_float("2.5e9") == 2.5e9
-    for convert, text, message in ((positive_int, "0", "integer >= 1"), (non_negative_int, "-1", "integer >= 0"),
-                                   (positive_float, "0", "positive finite"),
-                                   (positive_float, "inf", "positive finite")):
+    for convert, text, message in (
+        (positive_int, "0", "integer >= 1"),
+        (non_negative_int, "-1", "integer >= 0"),
+        (positive_float, "0", "positive finite"),
+        (positive_float, "inf", "positive finite"),
+    ):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             convert(text)
 
@@ -35,7 +38,7 @@ def test_output_folder_accepts_creatable_folders_without_creating_them(tmp_path)
 def test_output_folder_rejects_files_and_uncreatable_paths(tmp_path):
     file = tmp_path / "results.json"
     file.write_text("{}")
-    with pytest.raises(argparse.ArgumentTypeError, match="results.json exists and is not a folder"):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"results\.json exists and is not a folder"):
         output_folder(str(file))
     with pytest.raises(argparse.ArgumentTypeError, match=f"sub cannot be created: {file} is not a folder"):
         output_folder(str(file / "sub"))

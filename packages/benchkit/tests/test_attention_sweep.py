@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from benchkit.cli import main
 from benchkit import attention
 from benchkit.attention import IMPLEMENTATIONS, AttentionSweep, attention_function, run_sweep
+from benchkit.cli import main
 
 # torch.compile's "aot_eager" backend traces forward and backward like inductor but
 # generates no code, so the compiled path is exercised in seconds on a CPU.
@@ -44,8 +44,11 @@ def test_each_implementation_matches_float64_reference(implementation):
 
 
 def test_sweep_rows_hold_measurements_and_accounting():
-    rows = run_sweep(AttentionSweep(seq_lens=(8, 16), head_dims=(16,), dtypes=("fp32",), heads=2, reps=1,
-                                    compile_backend=FAST_COMPILE))
+    rows = run_sweep(
+        AttentionSweep(
+            seq_lens=(8, 16), head_dims=(16,), dtypes=("fp32",), heads=2, reps=1, compile_backend=FAST_COMPILE
+        )
+    )
     assert [(r["implementation"], r["seq_len"]) for r in rows] == [
         (impl, n) for impl in IMPLEMENTATIONS for n in (8, 16)
     ]
@@ -67,8 +70,11 @@ def test_out_of_memory_cell_is_recorded_and_sweep_goes_on(monkeypatch):
         measure(row, implementation, **kwargs)
 
     monkeypatch.setattr(attention, "_measure_passes", oom_in_backward)
-    rows = run_sweep(AttentionSweep(seq_lens=(8,), head_dims=(16,), dtypes=("fp32",),
-                                    implementations=("naive", "sdpa"), heads=1, reps=1))
+    rows = run_sweep(
+        AttentionSweep(
+            seq_lens=(8,), head_dims=(16,), dtypes=("fp32",), implementations=("naive", "sdpa"), heads=1, reps=1
+        )
+    )
     naive, sdpa = rows
     assert naive["status"] == "OOM"
     assert (naive["forward_ms"], naive["backward_ms"], naive["forward_backward_ms"]) == (1.0, "OOM", "OOM")
@@ -77,8 +83,25 @@ def test_out_of_memory_cell_is_recorded_and_sweep_goes_on(monkeypatch):
 
 def test_command_writes_json_and_plot_and_reports_failures(tmp_path, monkeypatch, capsys):
     out = tmp_path / "att"
-    argv = ["attention", "--device", "cpu", "--seq-len", "8", "16", "--head-dim", "16", "--heads", "1",
-            "--reps", "1", "--impl", "naive", "sdpa", "--out", str(out)]
+    argv = [
+        "attention",
+        "--device",
+        "cpu",
+        "--seq-len",
+        "8",
+        "16",
+        "--head-dim",
+        "16",
+        "--heads",
+        "1",
+        "--reps",
+        "1",
+        "--impl",
+        "naive",
+        "sdpa",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     document = json.loads((out / "attention.json").read_text())
     assert document["meta"]["causal"] is True and len(document["rows"]) == 4
@@ -109,11 +132,36 @@ def test_every_row_names_the_backend_that_ran(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(flashattn2.api, "resolve_backend", without_interpreter)
     out = tmp_path / "att"
-    assert main(["attention", "--device", "cpu", "--seq-len", "8", "--head-dim", "16", "--heads", "1", "--reps", "1",
-                 "--impl", "naive", "sdpa", "flashattn2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--device",
+                "cpu",
+                "--seq-len",
+                "8",
+                "--head-dim",
+                "16",
+                "--heads",
+                "1",
+                "--reps",
+                "1",
+                "--impl",
+                "naive",
+                "sdpa",
+                "flashattn2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "attention.json").read_text())["rows"]
     assert {r["implementation"]: r["backend"] for r in rows} == {
-        "naive": "pytorch", "sdpa": "pytorch", "flashattn2": "pytorch-tiled"}
+        "naive": "pytorch",
+        "sdpa": "pytorch",
+        "flashattn2": "pytorch-tiled",
+    }
     assert len(resolved) > 1  # the row's label, and the measured calls themselves
     printed = capsys.readouterr().out
     assert "flashattn2 ran as pytorch-tiled: flashattn2's tiled PyTorch implementation" in printed
@@ -133,27 +181,51 @@ def test_command_saves_finished_cells_before_the_sweep_ends(tmp_path, monkeypatc
         return measure(implementation, **kwargs)
 
     monkeypatch.setattr(attention, "measure_cell", interrupted_at_third)
-    argv = ["attention", "--device", "cpu", "--seq-len", "8", "16", "--head-dim", "16", "--heads", "1",
-            "--reps", "1", "--impl", "naive", "sdpa", "--out", str(out)]
+    argv = [
+        "attention",
+        "--device",
+        "cpu",
+        "--seq-len",
+        "8",
+        "16",
+        "--head-dim",
+        "16",
+        "--heads",
+        "1",
+        "--reps",
+        "1",
+        "--impl",
+        "naive",
+        "sdpa",
+        "--out",
+        str(out),
+    ]
     with pytest.raises(KeyboardInterrupt):
         main(argv)
     assert not (out / "attention.json").exists()
     document = json.loads((out / "attention.partial.json").read_text())
     assert [(r["implementation"], r["seq_len"], r["status"]) for r in document["rows"]] == [
-        ("naive", 8, "ok"), ("naive", 16, "ok")
+        ("naive", 8, "ok"),
+        ("naive", 16, "ok"),
     ]
 
 
 @pytest.mark.gpu
 def test_gpu_peak_memory_follows_the_n_squared_accounting_and_real_oom_is_recorded():
-    rows = run_sweep(AttentionSweep(seq_lens=(4096,), head_dims=(64,), dtypes=("bf16",),
-                                    implementations=("naive", "flashattn2"), heads=4), device="cuda")
+    rows = run_sweep(
+        AttentionSweep(
+            seq_lens=(4096,), head_dims=(64,), dtypes=("bf16",), implementations=("naive", "flashattn2"), heads=4
+        ),
+        device="cuda",
+    )
     naive, flash = rows
     assert naive["status"] == flash["status"] == "ok"
     # Naive keeps the (N, N) softmax output of every head for backward; FlashAttention-2 keeps O(N*D).
     assert naive["peak_memory_mib"] >= naive["scores_mib"]
     assert flash["peak_memory_mib"] < flash["scores_mib"] / 4
     # 16 heads of 131072^2 bf16 scores are 512 GiB: no GPU holds that.
-    (oom,) = run_sweep(AttentionSweep(seq_lens=(131072,), head_dims=(16,), dtypes=("bf16",),
-                                      implementations=("naive",), heads=16), device="cuda")
+    (oom,) = run_sweep(
+        AttentionSweep(seq_lens=(131072,), head_dims=(16,), dtypes=("bf16",), implementations=("naive",), heads=16),
+        device="cuda",
+    )
     assert oom["status"] == "OOM" and oom["forward_ms"] == "OOM"

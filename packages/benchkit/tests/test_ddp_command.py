@@ -3,18 +3,29 @@
 import json
 
 import pytest
-
 import torch
 
-from benchkit.cli import main
 import benchkit.commands.ddp
 from benchkit import data_parallel
+from benchkit.cli import main
 from benchkit.data_parallel import DataParallelPlan, add_derived_columns, rounds_order, run_rank
 from benchkit.timing import PhaseTimer, summarize
 from ddp.launch import spawn
 
-TINY = ["--device", "cpu", "--size", "tiny", "--context-length", "8", "--batch-size", "1", "--warmup", "0",
-        "--steps", "2"]
+TINY = [
+    "--device",
+    "cpu",
+    "--size",
+    "tiny",
+    "--context-length",
+    "8",
+    "--batch-size",
+    "1",
+    "--warmup",
+    "0",
+    "--steps",
+    "2",
+]
 
 
 @pytest.mark.distributed
@@ -26,12 +37,21 @@ def test_self_spawning_run_writes_table_json_and_plot(tmp_path, capsys):
     document = json.loads((tmp_path / "ddp.json").read_text())
     assert document["meta"]["world_sizes"] == [2] and document["meta"]["backend"] == "gloo"
     rows = document["rows"]
-    assert [r["variant"] for r in rows] == ["local", "naive", "flat", "overlap", "bucketed-1MB", "bucketed-1000MB",
-                                            "torch-ddp-25MB"]
+    assert [r["variant"] for r in rows] == [
+        "local",
+        "naive",
+        "flat",
+        "overlap",
+        "bucketed-1MB",
+        "bucketed-1000MB",
+        "torch-ddp-25MB",
+    ]
     for row in rows:
         assert row["status"] == "ok" and row["size"] == "tiny" and row["world_size"] == 2 and row["step"]["mean"] > 0
-        assert set(row["phases"]) == ({"forward", "backward", "optimizer"} |
-                                      ({"sync"} if row["variant"] not in ("local", "torch-ddp-25MB") else set()))
+        assert set(row["phases"]) == (
+            {"forward", "backward", "optimizer"}
+            | ({"sync"} if row["variant"] not in ("local", "torch-ddp-25MB") else set())
+        )
         for key in ("step_ms", "step_std_ms", "sync_ms", "over_local_ms", "hidden_pct", "vs_torch"):
             assert key in row
     assert (tmp_path / "ddp_tiny.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
@@ -44,9 +64,18 @@ def test_each_nproc_value_is_a_run_and_variants_compare_within_it(tmp_path, monk
 
     def fake_run(plan, *, nproc, timeout_s):  # every variant takes 10 ms per rank
         runs.append((nproc, plan.earlier_rows))
-        return [{"size": "tiny", "variant": variant, "world_size": nproc, "precision": "fp32", "status": "ok",
-                 "step": summarize([0.01 * nproc]), "phases": {"forward": summarize([0.01 * nproc])}}
-                for variant in plan.variants]
+        return [
+            {
+                "size": "tiny",
+                "variant": variant,
+                "world_size": nproc,
+                "precision": "fp32",
+                "status": "ok",
+                "step": summarize([0.01 * nproc]),
+                "phases": {"forward": summarize([0.01 * nproc])},
+            }
+            for variant in plan.variants
+        ]
 
     monkeypatch.setattr(benchkit.commands.ddp, "run_data_parallel", fake_run)
     argv = ["ddp", *TINY, "--nproc", "1", "2", "--variants", "local", "naive", "--out", str(tmp_path)]
@@ -108,8 +137,13 @@ def test_derived_columns_by_hand():
             phases["sync"] = summarize([sync_s])
         return {"size": "xl", "variant": variant, "status": "ok", "step": summarize([step_s]), "phases": phases}
 
-    rows = [row("local", 0.100), row("naive", 0.150, 0.040), row("bucketed-25MB", 0.104, 0.002),
-            row("torch-ddp-25MB", 0.105), {"size": "xl", "variant": "flat", "status": "OOM"}]
+    rows = [
+        row("local", 0.100),
+        row("naive", 0.150, 0.040),
+        row("bucketed-25MB", 0.104, 0.002),
+        row("torch-ddp-25MB", 0.105),
+        {"size": "xl", "variant": "flat", "status": "OOM"},
+    ]
     add_derived_columns(rows)
     local, naive, bucketed, torch_ddp, failed = rows
     assert failed["step_ms"] is None and failed["vs_torch"] is None
@@ -132,9 +166,19 @@ def test_rounds_order_starts_each_round_one_variant_later():
 
 
 def _plan(tmp_path, rounds):
-    return DataParallelPlan(sizes=("tiny",), context_length=8, batch_size=1, precision="fp32", attention="sdpa",
-                            variants=("local", "naive", "torch-ddp-25MB"), warmup=0, steps=1, rounds=rounds,
-                            device_type="cpu", out_dir=str(tmp_path))
+    return DataParallelPlan(
+        sizes=("tiny",),
+        context_length=8,
+        batch_size=1,
+        precision="fp32",
+        attention="sdpa",
+        variants=("local", "naive", "torch-ddp-25MB"),
+        warmup=0,
+        steps=1,
+        rounds=rounds,
+        device_type="cpu",
+        out_dir=str(tmp_path),
+    )
 
 
 def test_rounds_pool_each_variants_timed_steps(tmp_path, monkeypatch):

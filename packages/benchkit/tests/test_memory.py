@@ -25,14 +25,19 @@ from benchkit.workload import Workload
 def _random_config(attention):
     heads = random.choice([2, 4])
     return ModelConfig(
-        vocab_size=random.randint(50, 500), context_length=random.choice([8, 16, 24]),
-        d_model=heads * random.choice([8, 16]), d_ff=random.choice([32, 96]),
-        num_layers=random.randint(1, 3), num_heads=heads, attention=attention,
+        vocab_size=random.randint(50, 500),
+        context_length=random.choice([8, 16, 24]),
+        d_model=heads * random.choice([8, 16]),
+        d_ff=random.choice([32, 96]),
+        num_layers=random.randint(1, 3),
+        num_heads=heads,
+        attention=attention,
     )
 
 
-@pytest.mark.parametrize(("attention", "precision"),
-                         [("sdpa", "fp32"), ("sdpa", "bf16"), ("sdpa", "fp16"), ("naive", "fp32")])
+@pytest.mark.parametrize(
+    ("attention", "precision"), [("sdpa", "fp32"), ("sdpa", "bf16"), ("sdpa", "fp16"), ("naive", "fp32")]
+)
 def test_formula_matches_the_tensors_saved_for_backward(attention, precision):
     config = _random_config(attention)
     batch_size = random.randint(2 if attention == "naive" else 1, 3)  # naive: the formula's batch >= 2
@@ -78,9 +83,17 @@ def test_downsample_keeps_the_peak_of_every_bucket():
 
 
 def _peak_row(context_length, precision, mode, peak_gib, **extra):
-    return {"size": "tiny", "context_length": context_length, "precision": precision, "mode": mode, "batch_size": 2,
-            "attention": "sdpa", "status": "ok" if peak_gib is not None else "OOM",
-            **({"peak_bytes": peak_gib * GIB} if peak_gib is not None else {}), **extra}
+    return {
+        "size": "tiny",
+        "context_length": context_length,
+        "precision": precision,
+        "mode": mode,
+        "batch_size": 2,
+        "attention": "sdpa",
+        "status": "ok" if peak_gib is not None else "OOM",
+        **({"peak_bytes": peak_gib * GIB} if peak_gib is not None else {}),
+        **extra,
+    }
 
 
 def test_measured_breakdown_is_set_against_the_formula():
@@ -95,8 +108,12 @@ def test_measured_breakdown_is_set_against_the_formula():
 
 
 def test_memory_figures_show_the_peaks_and_the_timelines():
-    rows = [_peak_row(16, "fp32", "forward", 0.25, timeline=list(range(1000))), _peak_row(16, "fp32", "train-step", 1.0),
-            _peak_row(32, "fp32", "forward", 0.5), _peak_row(32, "fp32", "train-step", None)]
+    rows = [
+        _peak_row(16, "fp32", "forward", 0.25, timeline=list(range(1000))),
+        _peak_row(16, "fp32", "train-step", 1.0),
+        _peak_row(32, "fp32", "forward", 0.5),
+        _peak_row(32, "fp32", "train-step", None),
+    ]
     (timeline,) = plot_timelines(rows).axes[0].get_lines()
     assert len(timeline.get_xdata()) == 400 and timeline.get_ydata()[-1] == pytest.approx(999 / GIB)
     assert plot_timelines(rows[1:]) is None
@@ -114,10 +131,31 @@ def test_memory_command_needs_cuda(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_memory_command_on_gpu(tmp_path):
-    assert main(["memory", "--size", "tiny", "--context-length", "16", "32", "--precision", "fp32", "bf16",
-                 "--out", str(tmp_path)]) == 0
-    for name in ("memory.json", "timeline.png", "peak_memory.png", "snapshot_forward.pickle",
-                 "snapshot_train-step.pickle"):
+    assert (
+        main(
+            [
+                "memory",
+                "--size",
+                "tiny",
+                "--context-length",
+                "16",
+                "32",
+                "--precision",
+                "fp32",
+                "bf16",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    for name in (
+        "memory.json",
+        "timeline.png",
+        "peak_memory.png",
+        "snapshot_forward.pickle",
+        "snapshot_train-step.pickle",
+    ):
         assert (tmp_path / name).stat().st_size > 0
     rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
     assert len(rows) == 8 and all(r["status"] == "ok" and r["peak_bytes"] > 0 for r in rows)

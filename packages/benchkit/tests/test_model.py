@@ -7,6 +7,7 @@ import torch
 
 from benchkit.model import (
     SIZES,
+    CausalSelfAttention,
     ModelConfig,
     TransformerLM,
     lm_loss,
@@ -14,7 +15,6 @@ from benchkit.model import (
     parameter_count,
     random_batch,
 )
-from benchkit.model import CausalSelfAttention
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -40,8 +40,10 @@ def _reference_attention(module: CausalSelfAttention, x: torch.Tensor, theta: fl
     q, k, v = (x @ module.qkv.weight.double().T).split(d_model, dim=-1)
     q, k, v = (t.view(batch, seq_len, heads, head_dim).transpose(1, 2) for t in (q, k, v))
     freqs = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    rotation = torch.polar(torch.ones(seq_len, head_dim // 2, dtype=torch.float64),
-                           torch.arange(seq_len, dtype=torch.float64)[:, None] * freqs)
+    rotation = torch.polar(
+        torch.ones(seq_len, head_dim // 2, dtype=torch.float64),
+        torch.arange(seq_len, dtype=torch.float64)[:, None] * freqs,
+    )
 
     def rope(t):
         return torch.view_as_real(torch.view_as_complex(t.reshape(*t.shape[:-1], -1, 2)) * rotation).flatten(-2)

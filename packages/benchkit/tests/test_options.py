@@ -42,8 +42,9 @@ def test_ranks_take_one_gpu_each_and_torchrun_sets_their_number(monkeypatch):
     assert rank_runs([2, 4]) == [8]
 
 
-@pytest.mark.parametrize("command", ["accounting", "allreduce", "attention", "ddp", "memory", "precision", "run",
-                                     "zero"])
+@pytest.mark.parametrize(
+    "command", ["accounting", "allreduce", "attention", "ddp", "memory", "precision", "run", "zero"]
+)
 def test_every_command_that_draws_takes_a_figure_format(command):
     parser = build_parser()
     assert parser.parse_args([command]).format == "png"
@@ -59,4 +60,5 @@ def test_earlier_results_note(tmp_path):
         (tmp_path / name).write_text("")
     assert earlier_results_note(tmp_path) == (
         f"{tmp_path} already holds 4 files (a.png, b.json, c.csv, ...); this run replaces those it writes again. "
-        f"Use --out DIR to keep runs apart")
+        f"Use --out DIR to keep runs apart"
+    )

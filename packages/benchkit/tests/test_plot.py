@@ -21,7 +21,9 @@ def test_line_plot_places_points_linearly_and_on_log_axes():
     xs = np.arange(n, dtype=float)
     figure = line_plot(
         {"rising": (list(xs), list(slope * xs + offset)), "doubling gaps": ([0.0, 1.0, 3.0, 7.0], [offset - 2.0] * 4)},
-        title="Test: linear", xlabel="x", ylabel="y",
+        title="Test: linear",
+        xlabel="x",
+        ylabel="y",
     )
     figure.draw_without_rendering()
     axes = figure.axes[0]
@@ -36,8 +38,14 @@ def test_line_plot_places_points_linearly_and_on_log_axes():
     np.testing.assert_allclose(steps / steps[0], [1.0, 2.0, 4.0], rtol=1e-6)
     assert [text.get_text() for text in axes.get_legend().get_texts()] == ["rising", "doubling gaps"]
 
-    figure = line_plot({"log-spaced": ([10.0**k for k in range(n)], [2.0**k for k in range(n)])},
-                       title="log", xlabel="x", ylabel="y", log_x=True, log_y=True)
+    figure = line_plot(
+        {"log-spaced": ([10.0**k for k in range(n)], [2.0**k for k in range(n)])},
+        title="log",
+        xlabel="x",
+        ylabel="y",
+        log_x=True,
+        log_y=True,
+    )
     figure.draw_without_rendering()
     axes = figure.axes[0]
     points = display_points(axes, axes.get_lines()[0])
@@ -59,8 +67,9 @@ def test_bar_plot_heights_are_the_values_from_zero():
     rng = np.random.default_rng()
     first, second = rng.uniform(1.0, 100.0, size=3), rng.uniform(1.0, 100.0, size=3)
     second[1] = np.nan  # a missing value: no bar
-    figure = bar_plot(["a", "b", "c"], {"one": list(first), "two": [second[0], None, second[2]]},
-                      title="Bars", ylabel="ms")
+    figure = bar_plot(
+        ["a", "b", "c"], {"one": list(first), "two": [second[0], None, second[2]]}, title="Bars", ylabel="ms"
+    )
     figure.draw_without_rendering()
     axes = figure.axes[0]
     assert axes.get_ylim()[0] == 0
@@ -78,8 +87,14 @@ def test_bar_plot_heights_are_the_values_from_zero():
 
 def test_a_log_axis_over_the_data_values_is_labelled_at_them():
     # The attention figure of a CPU tour: N = 32, 64, 128. Matplotlib's own log axis labels only "100" there.
-    figure = line_plot({"naive": ([32, 64, 128], [0.9, 2.1, 7.5]), "sdpa": ([32, 64, 128], [0.31, 0.52, 1.1])},
-                       title="t", xlabel="N", ylabel="ms", log_x=True, log_y=True)
+    figure = line_plot(
+        {"naive": ([32, 64, 128], [0.9, 2.1, 7.5]), "sdpa": ([32, 64, 128], [0.31, 0.52, 1.1])},
+        title="t",
+        xlabel="N",
+        ylabel="ms",
+        log_x=True,
+        log_y=True,
+    )
     figure.draw_without_rendering()
     axes = figure.axes[0]
     assert [label.get_text() for label in axes.get_xticklabels()] == ["32", "64", "128"]

@@ -30,9 +30,12 @@ def test_accumulation_matches_numpy_and_reports_exact_errors():
         value = round(random.uniform(0.001, 0.1), 4)
     rows = {(r["accumulator"], r["addend"]): r for r in accumulation_rows(value, count)}
     exact = count * Fraction(str(value))
-    for (acc, add), dtypes in {("fp64", "fp64"): ("float64", "float64"), ("fp32", "fp32"): ("float32", "float32"),
-                               ("fp16", "fp16"): ("float16", "float16"),
-                               ("fp32", "fp16"): ("float32", "float16")}.items():
+    for (acc, add), dtypes in {
+        ("fp64", "fp64"): ("float64", "float64"),
+        ("fp32", "fp32"): ("float32", "float32"),
+        ("fp16", "fp16"): ("float16", "float16"),
+        ("fp32", "fp16"): ("float32", "float16"),
+    }.items():
         row = rows[acc, add]
         assert row["sum"] == numpy_sum(value, count, *dtypes)
         assert row["exact"] == float(exact)
@@ -66,8 +69,9 @@ def test_an_overflowing_sum_is_reported_as_infinite():
 
 
 def test_accumulation_command_reports_overflow_and_wants_a_finite_value(tmp_path, capsys):
-    assert main(["precision", "--part", "accumulation", "--value", "40000", "--count", "2",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(["precision", "--part", "accumulation", "--value", "40000", "--count", "2", "--out", str(tmp_path)]) == 0
+    )
     assert "overflow: the sum is beyond fp16's range" in capsys.readouterr().out
     rows = json.loads((tmp_path / "precision_accumulation.json").read_text())["rows"]
     fp16 = next(r for r in rows if r["accumulator"] == "fp16")
@@ -77,7 +81,8 @@ def test_accumulation_command_reports_overflow_and_wants_a_finite_value(tmp_path
             main(["precision", "--part", "accumulation", "--value", text, "--out", str(tmp_path)])
         assert exit_info.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1] == (
-            f"benchkit precision: error: argument --value: must be a finite number, got {text}")
+            f"benchkit precision: error: argument --value: must be a finite number, got {text}"
+        )
 
 
 def test_autocast_dtypes_on_cpu():
@@ -95,8 +100,10 @@ def test_autocast_dtypes_on_cpu():
 
 
 def test_step_time_rows_and_command_files(tmp_path):
-    rows = step_time_rows(StepTimeSweep(sizes=("tiny",), precisions=("fp32", "bf16"), context_length=16,
-                                        batch_size=2, warmup=0, steps=1), torch.device("cpu"))
+    rows = step_time_rows(
+        StepTimeSweep(sizes=("tiny",), precisions=("fp32", "bf16"), context_length=16, batch_size=2, warmup=0, steps=1),
+        torch.device("cpu"),
+    )
     assert [(r["size"], r["precision"]) for r in rows] == [("tiny", "fp32"), ("tiny", "bf16")]
     assert all(isinstance(r["step_ms"], float) and r["step_ms"] > 0 for r in rows)
     (fp32, bf16) = plot_step_time(rows).axes[0].containers
@@ -104,8 +111,30 @@ def test_step_time_rows_and_command_files(tmp_path):
     assert plot_step_time([{**row, "step_ms": "OOM", "step_std_ms": "OOM"} for row in rows]) is None
 
     out = tmp_path / "prec"
-    assert main(["precision", "--device", "cpu", "--count", "50", "--size", "tiny", "--context-length", "16",
-                 "--batch-size", "2", "--warmup", "0", "--steps", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "precision",
+                "--device",
+                "cpu",
+                "--count",
+                "50",
+                "--size",
+                "tiny",
+                "--context-length",
+                "16",
+                "--batch-size",
+                "2",
+                "--warmup",
+                "0",
+                "--steps",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     for name in ("precision_accumulation", "precision_autocast", "precision_step_time"):
         document = json.loads((out / f"{name}.json").read_text())
         assert document["rows"] and "environment" in document

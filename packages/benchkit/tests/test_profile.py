@@ -34,8 +34,27 @@ def test_matmul_classification(name, matmul):
 
 def test_profile_command_attributes_operators_to_phases(tmp_path, capsys):
     steps, layers = 2, 2  # the tiny model has 2 layers
-    code = main(["profile", "--size", "tiny", "--context-length", "16", "--batch-size", "2", "--device", "cpu",
-                 "--warmup", "1", "--steps", str(steps), "--top", "5", "--out", str(tmp_path)])
+    code = main(
+        [
+            "profile",
+            "--size",
+            "tiny",
+            "--context-length",
+            "16",
+            "--batch-size",
+            "2",
+            "--device",
+            "cpu",
+            "--warmup",
+            "1",
+            "--steps",
+            str(steps),
+            "--top",
+            "5",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     for phase in ("forward", "backward", "optimizer"):
@@ -61,8 +80,26 @@ def test_profile_command_attributes_operators_to_phases(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_profile_command_on_gpu_attributes_kernels(tmp_path):
-    assert main(["profile", "--size", "tiny", "--context-length", "64", "--device", "cuda", "--warmup", "1",
-                 "--steps", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--size",
+                "tiny",
+                "--context-length",
+                "64",
+                "--device",
+                "cuda",
+                "--warmup",
+                "1",
+                "--steps",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((tmp_path / "profile.json").read_text())["rows"]
     for phase in ("forward", "backward", "optimizer"):
         kernels = [r for r in rows if r["phase"] == phase]
@@ -73,8 +110,13 @@ def test_profile_command_on_gpu_attributes_kernels(tmp_path):
 def _event(name, device, start_us, end_us, annotation=False):
     """A stand-in for a profiler FunctionEvent: the fields phase_breakdown reads."""
     device_type = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
-    return SimpleNamespace(name=name, device_type=device_type, time_range=Interval(start_us, end_us),
-                           self_cpu_time_total=end_us - start_us, is_user_annotation=annotation)
+    return SimpleNamespace(
+        name=name,
+        device_type=device_type,
+        time_range=Interval(start_us, end_us),
+        self_cpu_time_total=end_us - start_us,
+        is_user_annotation=annotation,
+    )
 
 
 def test_gpu_copies_of_annotated_ranges_are_not_counted_as_kernels():

@@ -26,7 +26,7 @@ ENVIRONMENT_KEYS = {"device", "torch", "triton", "cuda", "numpy", "git_revision"
 
 def test_environment_records_device_versions_and_command():
     env = environment()
-    assert ENVIRONMENT_KEYS <= set(env)
+    assert set(env) >= ENVIRONMENT_KEYS
     assert env["torch"] and env["numpy"] and env["device"] and env["date"].endswith("+00:00")
 
 
@@ -81,7 +81,7 @@ def test_write_results_json_and_csv(tmp_path):
     path = write_results(tmp_path / "new", "model", rows, meta={"steps": 10}, csv=True)
     assert path == tmp_path / "new" / "model.json"
     document = json.loads(path.read_text())
-    assert ENVIRONMENT_KEYS <= set(document["environment"])
+    assert set(document["environment"]) >= ENVIRONMENT_KEYS
     assert document["meta"] == {"steps": 10}
     assert document["rows"][0]["forward"] == {"mean": 1.0, "std": 0.5**0.5 * 1.0, "median": 1.0, "min": 0.5, "max": 1.5}
     assert document["rows"][1]["tokens_per_s"] is None  # NaN is not JSON
@@ -121,13 +121,15 @@ def test_output_arguments_default_to_the_command_folder(tmp_path):
 def test_every_out_option_is_checked_before_the_command_runs(command, tmp_path, monkeypatch, capsys):
     file = tmp_path / "results.json"
     file.write_text("{}")
-    monkeypatch.setattr(cli.importlib.import_module(f"benchkit.commands.{command}"), "run",
-                        lambda args: pytest.fail("the command ran"))
+    monkeypatch.setattr(
+        cli.importlib.import_module(f"benchkit.commands.{command}"), "run", lambda args: pytest.fail("the command ran")
+    )
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--out", str(file)])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"benchkit {command}: error: argument --out: {file} exists and is not a folder")
+        f"benchkit {command}: error: argument --out: {file} exists and is not a folder"
+    )
     # The default folder is checked too: here benchkit-results is a file.
     (tmp_path / "benchkit-results").write_text("")
     monkeypatch.chdir(tmp_path)
@@ -135,7 +137,8 @@ def test_every_out_option_is_checked_before_the_command_runs(command, tmp_path, 
         cli.main([command])
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"benchkit {command}: error: argument --out: benchkit-results/{command} cannot be created: "
-        f"benchkit-results is not a folder")
+        f"benchkit-results is not a folder"
+    )
 
 
 def test_a_second_run_into_the_same_folder_says_it_replaces_the_first(tmp_path, capsys):

@@ -77,10 +77,26 @@ def test_tour_plan_takes_other_model_sizes():
 
 
 def test_the_report_says_when_flashattn2_fell_back_to_pytorch():
-    rows = [{"implementation": "flashattn2", "backend": "pytorch-tiled", "dtype": "fp32", "seq_len": 32,
-             "head_dim": 16, "status": "ok"}]
-    tour = Tour({"command": "benchkit run"}, PLANS["cpu"], [], rows, CPU_PARALLEL, [],
-                run_accounting(AccountingSettings()), seconds=1.0)
+    rows = [
+        {
+            "implementation": "flashattn2",
+            "backend": "pytorch-tiled",
+            "dtype": "fp32",
+            "seq_len": 32,
+            "head_dim": 16,
+            "status": "ok",
+        }
+    ]
+    tour = Tour(
+        {"command": "benchkit run"},
+        PLANS["cpu"],
+        [],
+        rows,
+        CPU_PARALLEL,
+        [],
+        run_accounting(AccountingSettings()),
+        seconds=1.0,
+    )
     report = tour.report({"attention": ["attention_fp32_d16.svg"], "accounting": ["accounting/accounting.pdf"]})
     assert "flashattn2 ran as `pytorch-tiled`: flashattn2's tiled PyTorch implementation" in report
     assert "the Triton kernels did not run" in report
@@ -101,12 +117,15 @@ def test_a_cuda_tour_with_several_gpus_checks_on_them_with_nccl(monkeypatch, gpu
     assert f"{world_size} accumulated micro-batches" in check_method(plan)  # what the report says
 
 
-@pytest.mark.parametrize("device, gpus, reason", [
-    ("cuda", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
-    ("cuda:0", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
-    ("cpu", 4, "the tour runs on the CPU"),
-    ("cpu", 0, "the tour runs on the CPU"),
-])
+@pytest.mark.parametrize(
+    "device, gpus, reason",
+    [
+        ("cuda", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
+        ("cuda:0", 1, "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"),
+        ("cpu", 4, "the tour runs on the CPU"),
+        ("cpu", 0, "the tour runs on the CPU"),
+    ],
+)
 def test_one_gpu_or_a_cpu_tour_keeps_the_cpu_check(monkeypatch, device, gpus, reason):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     plan = parallel_plan(torch.device(device))
@@ -117,7 +136,7 @@ def test_one_gpu_or_a_cpu_tour_keeps_the_cpu_check(monkeypatch, device, gpus, re
 def test_compare_parameters_by_hand():
     initial = [torch.zeros(2), torch.zeros(3)]
     reference = [torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0, 0.0])]  # updates of norm 5 and 1
-    result = [torch.tensor([3.0, 4.3]), torch.tensor([1.0, 0.0, 0.1])]     # differences of norm 0.3 and 0.1
+    result = [torch.tensor([3.0, 4.3]), torch.tensor([1.0, 0.0, 0.1])]  # differences of norm 0.3 and 0.1
     compared = compare_parameters(result, reference, initial)
     assert compared["max_abs_param_diff"] == pytest.approx(0.3)
     # The worst tensor relative to its own update: 0.1 / 1 beats 0.3 / 5.
@@ -125,7 +144,8 @@ def test_compare_parameters_by_hand():
     assert compare_parameters(reference, reference, initial) == {"max_abs_param_diff": 0.0, "rel_update_diff": 0.0}
     # A tensor that training did not move but the result did: infinitely wrong.
     assert math.isinf(compare_parameters([torch.ones(1)], [torch.zeros(1)], [torch.zeros(1)])["rel_update_diff"])
-    with pytest.raises(ValueError):  # tensors missing on one side are an error, not a shorter comparison
+    # Tensors missing on one side are an error, not a shorter comparison.
+    with pytest.raises(ValueError, match=r"zip\(\) argument 2 is longer than argument 1"):
         compare_parameters(result[:1], reference, initial)
 
 
@@ -134,21 +154,30 @@ def test_parallel_tolerance_absolute_on_the_cpu_relative_to_the_noise_on_gpus():
     assert parallel_tolerance(CUDA_PARALLEL, 2e-5) == ("rel_update_diff", pytest.approx(PARALLEL_NOISE_FACTOR * 2e-5))
     # A split run that reproduced the reference exactly: the floor is one float32 rounding step.
     assert parallel_tolerance(CUDA_PARALLEL, 0.0) == (
-        "rel_update_diff", pytest.approx(PARALLEL_NOISE_FACTOR * torch.finfo(torch.float32).eps))
+        "rel_update_diff",
+        pytest.approx(PARALLEL_NOISE_FACTOR * torch.finfo(torch.float32).eps),
+    )
 
 
 @pytest.mark.distributed
 def test_the_gpu_checks_relative_comparison_passes_on_cpu_float32():
     # CUDA_PARALLEL's comparison, run by gloo on the CPU with the tiny model: float32
     # rounding makes the results differ, the split-batch run measures by how much.
-    plan = dataclasses.replace(CUDA_PARALLEL, device_type="cpu", size="tiny", context_length=32, batch_per_rank=2,
-                               timeout_s=CPU_PARALLEL.timeout_s)
+    plan = dataclasses.replace(
+        CUDA_PARALLEL,
+        device_type="cpu",
+        size="tiny",
+        context_length=32,
+        batch_per_rank=2,
+        timeout_s=CPU_PARALLEL.timeout_s,
+    )
     rows = parallel_checks(plan)
     assert [r["setup"] for r in rows] == ["BucketedDDP + AdamW", "BucketedDDP + ZeRO-1 AdamW"]
     for row in rows:
         assert row["checked"] == "rel_update_diff" and row["ok"]
-        assert 0 < row["split_rel_update_diff"] and row["tolerance"] == pytest.approx(
-            PARALLEL_NOISE_FACTOR * row["split_rel_update_diff"])
+        assert row["split_rel_update_diff"] > 0 and row["tolerance"] == pytest.approx(
+            PARALLEL_NOISE_FACTOR * row["split_rel_update_diff"]
+        )
         assert 0 < row["rel_update_diff"] <= row["tolerance"] and row["max_abs_param_diff"] > 0
 
 

@@ -63,4 +63,3 @@ def test_phase_timer_records_durations_per_phase_on_an_injected_clock():
         assert timer.summary()[phase].mean == pytest.approx(statistics.fmean(expected))
     timer.clear()
     assert timer.summary() == {}
-

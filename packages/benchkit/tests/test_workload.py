@@ -55,10 +55,11 @@ def test_measure_skips_warmup_and_sums_phases_per_step():
     phases = PHASES["train-step"]
     warmup, steps = 2, 3
     durations = [0.5] * (warmup * len(phases)) + [0.1 * (i + 1) for i in range(steps * len(phases))]
-    stats = measure(workload, "train-step", warmup=warmup, steps=steps,
-                    timer=PhaseTimer("cpu", clock=StepClock(durations)))
+    stats = measure(
+        workload, "train-step", warmup=warmup, steps=steps, timer=PhaseTimer("cpu", clock=StepClock(durations))
+    )
     assert list(stats) == [*phases, "step"]
-    timed = durations[warmup * len(phases):]
+    timed = durations[warmup * len(phases) :]
     per_step = [sum(timed[3 * i : 3 * i + 3]) for i in range(steps)]
     assert stats["forward"].mean == pytest.approx((0.1 + 0.4 + 0.7) / 3)
     assert stats["step"].median == pytest.approx(per_step[1]) and stats["step"].max == pytest.approx(per_step[2])
@@ -85,25 +86,45 @@ def test_forward_mode_keeps_no_graph_and_no_gradients():
 
 
 def test_benchmark_measures_one_configuration():
-    settings = WorkloadSettings(size="tiny", context_length=8, batch_size=2, mode="forward-backward", warmup=0,
-                                steps=2)
+    settings = WorkloadSettings(size="tiny", context_length=8, batch_size=2, mode="forward-backward", warmup=0, steps=2)
     row = benchmark(settings, "cpu")
     assert row["status"] == "ok" and list(row["phases"]) == ["forward", "backward"]
     assert row["step"].mean == pytest.approx(sum(stats.mean for stats in row["phases"].values()))
     assert row["model_flops"] == model_flops(model_config("tiny", 8), 2, 8, backward=True)
     assert row["tokens_per_s"] == pytest.approx(2 * 8 / row["step"].mean) and row["mfu"] is None
-    with pytest.raises(ValueError, match="WorkloadSettings.mode must be one of"):
+    with pytest.raises(ValueError, match=r"WorkloadSettings\.mode must be one of"):
         WorkloadSettings(size="tiny", mode="train")
-    with pytest.raises(ValueError, match="WorkloadSettings.size must be one of"):
+    with pytest.raises(ValueError, match=r"WorkloadSettings\.size must be one of"):
         WorkloadSettings(size="huge")
 
 
 def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
-    code = main([
-        "model", "--size", "tiny", "--context-length", "16", "--batch-size", "2", "--mode", "forward", "train-step",
-        "--precision", "fp32", "bf16", "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", str(tmp_path),
-        "--csv",
-    ])
+    code = main(
+        [
+            "model",
+            "--size",
+            "tiny",
+            "--context-length",
+            "16",
+            "--batch-size",
+            "2",
+            "--mode",
+            "forward",
+            "train-step",
+            "--precision",
+            "fp32",
+            "bf16",
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+            "--csv",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "step_ms" in out and "train-step" in out and str(tmp_path / "model.json") in out
@@ -114,7 +135,11 @@ def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
     assert document["environment"]["torch"] == torch.__version__
     rows = document["rows"]
     assert [(r["mode"], r["precision"]) for r in rows] == [
-        ("forward", "fp32"), ("forward", "bf16"), ("train-step", "fp32"), ("train-step", "bf16")]
+        ("forward", "fp32"),
+        ("forward", "bf16"),
+        ("train-step", "fp32"),
+        ("train-step", "bf16"),
+    ]
     for row in rows:
         assert row["status"] == "ok" and row["mfu"] is None  # no MFU on a CPU
         assert list(row["phases"]) == list(PHASES[row["mode"]])
@@ -129,7 +154,8 @@ def test_model_command_writes_rows_with_statistics(tmp_path, capsys):
 def test_gpu_request_on_a_cpu_machine_is_a_clear_error(tmp_path, capsys):
     assert main(["model", "--device", "cuda", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "benchkit model: error: --device cuda was requested but no CUDA GPU is visible on this machine")
+        "benchkit model: error: --device cuda was requested but no CUDA GPU is visible on this machine"
+    )
 
 
 @pytest.fixture
@@ -155,7 +181,8 @@ def test_cuda_n_beyond_the_visible_gpus_is_a_clear_error(two_gpus, monkeypatch, 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert main(["model", "--device", "cuda:7", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "benchkit model: error: --device cuda:7 was requested but only cuda:0 is visible on this machine")
+        "benchkit model: error: --device cuda:7 was requested but only cuda:0 is visible on this machine"
+    )
     assert two_gpus == []
 
 
@@ -167,8 +194,28 @@ def test_bad_arguments_get_argparse_errors(capsys):
 
 @pytest.mark.gpu
 def test_model_command_on_gpu_reports_mfu_for_known_devices(tmp_path):
-    assert main(["model", "--size", "tiny", "--context-length", "64", "--precision", "bf16", "--device", "cuda",
-                 "--warmup", "1", "--steps", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "model",
+                "--size",
+                "tiny",
+                "--context-length",
+                "64",
+                "--precision",
+                "bf16",
+                "--device",
+                "cuda",
+                "--warmup",
+                "1",
+                "--steps",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     (row,) = json.loads((tmp_path / "model.json").read_text())["rows"]
     assert row["status"] == "ok" and row["tokens_per_s"] > 0
     known = peak_flops(torch.cuda.get_device_name(), "bf16") is not None
@@ -188,8 +235,29 @@ def test_an_out_of_memory_configuration_is_recorded_and_the_sweep_goes_on(tmp_pa
         return real_workload(config, **kwargs)
 
     monkeypatch.setattr(benchkit.workload, "Workload", workload_that_fails_for_bf16)
-    assert main(["model", "--size", "tiny", "--context-length", "8", "--precision", "bf16", "fp32", "--warmup", "0",
-                 "--steps", "1", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "model",
+                "--size",
+                "tiny",
+                "--context-length",
+                "8",
+                "--precision",
+                "bf16",
+                "fp32",
+                "--warmup",
+                "0",
+                "--steps",
+                "1",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((tmp_path / "model.json").read_text())["rows"]
     assert [(r["precision"], r["status"]) for r in rows] == [("bf16", "OOM"), ("fp32", "ok")]
 

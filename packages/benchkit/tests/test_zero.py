@@ -7,16 +7,36 @@ import pytest
 import torch
 
 from benchkit.cli import main
+from benchkit.model import TransformerLM, model_config, parameter_count
 from benchkit.units import MIB
 from benchkit.zero import VARIANTS
-from benchkit.model import TransformerLM, model_config, parameter_count
 
 
 @pytest.mark.distributed
 def test_zero_on_two_cpu_processes(tmp_path):
     out = tmp_path / "zero"
-    argv = ["zero", "--size", "tiny", "--context-length", "8", "--batch-size", "1", "--nproc", "2",
-            "--warmup", "1", "--steps", "2", "--device", "cpu", "--timeout-s", "120", "--out", str(out), "--csv"]
+    argv = [
+        "zero",
+        "--size",
+        "tiny",
+        "--context-length",
+        "8",
+        "--batch-size",
+        "1",
+        "--nproc",
+        "2",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--device",
+        "cpu",
+        "--timeout-s",
+        "120",
+        "--out",
+        str(out),
+        "--csv",
+    ]
     assert main(argv) == 0
     rows = json.loads((out / "zero.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == list(VARIANTS)

@@ -69,8 +69,7 @@ def test_first_bucket_cap_never_exceeds_the_cap_and_none_ignores_it():
 def test_buckets_follow_a_given_order():
     params = _floats(10, 10, 10, 10)
     assert assign_buckets(params, 20 * 4 / MIB, order=[1, 3, 0, 2]) == [[1, 3], [0, 2]]
-    assert assign_buckets(params, 20 * 4 / MIB, first_bucket_mb=10 * 4 / MIB, order=[1, 3, 0, 2]) == [
-        [1], [3, 0], [2]]
+    assert assign_buckets(params, 20 * 4 / MIB, first_bucket_mb=10 * 4 / MIB, order=[1, 3, 0, 2]) == [[1], [3, 0], [2]]
     for bad in ([0, 1, 2], [0, 1, 2, 2], [0, 1, 2, 4]):
         with pytest.raises(ValueError, match="every parameter index"):
             assign_buckets(params, None, order=bad)

@@ -104,8 +104,7 @@ def test_function_from_a_module_loaded_by_path(tmp_path):
     source.write_text("def triple(rank, world_size, x):\n    return 3 * x + rank\n")
     spec = importlib.util.spec_from_file_location("outer.inner.by_path", source)
     module = importlib.util.module_from_spec(spec)
-    registered = {"outer": types.ModuleType("outer"), "outer.inner": types.ModuleType("outer.inner"),
-                  spec.name: module}
+    registered = {"outer": types.ModuleType("outer"), "outer.inner": types.ModuleType("outer.inner"), spec.name: module}
     sys.modules.update(registered)
     try:
         spec.loader.exec_module(module)

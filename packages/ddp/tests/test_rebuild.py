@@ -89,8 +89,9 @@ def train(batches, rank: int = 0, world_size: int = 1, make_wrapper=None):
         if wrapper is not None:
             wrapper.finish_gradient_synchronization()
             layouts.append(wrapper.bucket_members)
-        grads.append({n: torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                      for n, p in model.named_parameters()})
+        grads.append(
+            {n: torch.zeros_like(p) if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+        )
         with torch.no_grad():
             for param in model.parameters():
                 if param.grad is not None:
@@ -101,8 +102,9 @@ def train(batches, rank: int = 0, world_size: int = 1, make_wrapper=None):
 def _ranks(rank, world_size, data_seed):
     out = {}
     for name, make_wrapper in CONFIGS:
-        model, wrapper, grads, layouts, ready = train(make_batches(data_seed, world_size), rank, world_size,
-                                                      make_wrapper)
+        model, wrapper, grads, layouts, ready = train(
+            make_batches(data_seed, world_size), rank, world_size, make_wrapper
+        )
         params = dict(model.named_parameters())
         out[name] = {
             "params": {n: p.detach().clone() for n, p in params.items()},
@@ -110,8 +112,9 @@ def _ranks(rank, world_size, data_seed):
             "layouts": layouts,
             "ready": ready,
             # after the rebuild the gradients of one bucket still live in one buffer, as views
-            "storages_per_bucket": [len({params[n].grad.untyped_storage().data_ptr() for n in bucket})
-                                    for bucket in wrapper.bucket_members],
+            "storages_per_bucket": [
+                len({params[n].grad.untyped_storage().data_ptr() for n in bucket}) for bucket in wrapper.bucket_members
+            ],
         }
     return out
 
@@ -152,9 +155,14 @@ def test_rebuilt_buckets_follow_rank0_readiness_and_training_matches_one_process
             assert mine["storages_per_bucket"] == [1] * len(layouts[-1]), f"{name} rank {rank}"
             for step in range(STEPS):  # step 0 includes the rebuild: its gradients must survive it
                 for n, expected in ref_grads[step].items():
-                    torch.testing.assert_close(mine["grads"][step][n], expected, **grad_tol,
-                                               msg=lambda m: f"{name} rank {rank} step {step} grad {n}: {m}")
+                    torch.testing.assert_close(
+                        mine["grads"][step][n],
+                        expected,
+                        **grad_tol,
+                        msg=lambda m: f"{name} rank {rank} step {step} grad {n}: {m}",
+                    )
             for n, p in reference.named_parameters():
-                torch.testing.assert_close(mine["params"][n], p.detach(), **tol,
-                                           msg=lambda m: f"{name} rank {rank} {n}: {m}")
+                torch.testing.assert_close(
+                    mine["params"][n], p.detach(), **tol, msg=lambda m: f"{name} rank {rank} {n}: {m}"
+                )
                 assert torch.equal(mine["params"][n], mine0["params"][n]), (name, rank, n)

@@ -156,5 +156,6 @@ def test_a_failed_backward_is_abandoned_on_every_rank_and_training_goes_on():
             assert all(grad is None for grad in out[f"{name} grads after abandon"]), (name, rank)
             for step, (got, want) in enumerate(zip(out[name], expected, strict=True), start=1):
                 for g, w in zip(got, want, strict=True):
-                    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6,
-                                               msg=lambda m: f"{name} rank {rank} step {step}: {m}")
+                    torch.testing.assert_close(
+                        g, w, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name} rank {rank} step {step}: {m}"
+                    )

@@ -157,8 +157,11 @@ def _compressed_sum_check(rank, world_size, make_wrapper, x, y):
     xm, ym = x.chunk(world_size)[rank], y.chunk(world_size)[rank]
     with wrapper.no_sync():  # local gradients, not communicated
         loss_fn(wrapper(xm), ym).backward()
-    local = {n: p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-             for n, p in model.named_parameters() if p.requires_grad}
+    local = {
+        n: p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
     wrapper.zero_grad(set_to_none=True)
     loss_fn(wrapper(xm), ym).backward()
     wrapper.finish_gradient_synchronization()
@@ -197,7 +200,9 @@ def _ranks_train(rank, world_size, data_seed):
             "storages_per_bucket": [
                 len({dict(model.named_parameters())[n].grad.untyped_storage().data_ptr() for n in bucket})
                 for bucket in wrapper.bucket_members
-            ] if isinstance(wrapper, BucketedDDP) else None,
+            ]
+            if isinstance(wrapper, BucketedDDP)
+            else None,
         }
         model, _ = train(micro, rank, world_size, MICRO_BATCHES, make_wrapper)
         out["accumulated"][name] = snapshot(model)
@@ -237,8 +242,14 @@ def test_wrappers_match_single_process_training(world_size):
             _assert_close_to(reference, result["trained"][name], compressed, f"{name} rank {rank}")
             _assert_close_to(reference_micro, result["accumulated"][name], compressed, f"{name} no_sync rank {rank}")
             contract = result["contract"][name]
-            for key in ("module_is_model", "same_parameters", "same_names", "grads_equal_dtype",
-                        "frozen_grads_none", "forward_passes_through"):
+            for key in (
+                "module_is_model",
+                "same_parameters",
+                "same_names",
+                "grads_equal_dtype",
+                "frozen_grads_none",
+                "forward_passes_through",
+            ):
                 assert contract[key], f"{name} rank {rank}: {key}"
             # rank 0's buffer was broadcast
             torch.testing.assert_close(contract["shift"], results[0]["contract"][name]["shift"], rtol=0, atol=0)
@@ -256,8 +267,11 @@ def test_wrappers_match_single_process_training(world_size):
     trainable = [n for n, p in AwkwardNet().named_parameters() if p.requires_grad]
     assert buckets["bucketed-tiny"] == [[n] for n in reversed(trainable)]
     # one bucket per run of equal dtype, in reverse registration order: bf16, fp64, then fp32
-    assert buckets["bucketed-one"] == [["low.bias", "low.weight"], ["wide.bias", "wide.weight"],
-                                       [n for n in reversed(trainable) if not n.startswith(("low", "wide"))]]
+    assert buckets["bucketed-one"] == [
+        ["low.bias", "low.weight"],
+        ["wide.bias", "wide.weight"],
+        [n for n in reversed(trainable) if not n.startswith(("low", "wide"))],
+    ]
     assert 3 < len(buckets["bucketed-medium"]) < len(trainable)
     assert buckets["bucketed-first"][:2] == [["low.bias"], ["low.weight"]]
     assert buckets["bucketed-first"][2:] == buckets["bucketed-medium"][1:]

@@ -21,9 +21,9 @@ import threading
 
 import torch
 import torch.nn.functional as F
+from matrix import host_ms  # this folder is on sys.path when run as a script
 
 from flashattn2 import flash_attention
-from matrix import host_ms  # this folder is on sys.path when run as a script
 from flashattn2._triton_backward import triton_backward
 from flashattn2._triton_forward import triton_forward
 
@@ -65,7 +65,8 @@ def main() -> None:
         "api fwd, no grad": lambda: flash_attention(q.detach(), k.detach(), v.detach(), causal=True),
         "api fwd+bwd": lambda: torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), g),
         "sdpa fwd+bwd": lambda: torch.autograd.grad(
-            F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), g),
+            F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), g
+        ),
         "x * 2 fwd+bwd": lambda: torch.autograd.grad(q * 2, q, g),
         "Twice fwd+bwd": lambda: torch.autograd.grad(Twice.apply(q), q, g),
     }

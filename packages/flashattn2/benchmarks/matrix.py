@@ -167,12 +167,18 @@ def first_calls() -> list[dict]:
                 env = {**os.environ, "TRITON_CACHE_DIR": cache}
                 child = subprocess.run(
                     [sys.executable, __file__, "--first-call-child", dtype_name, json.dumps(shape)],
-                    env=env, capture_output=True, text=True, check=True,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
             row = {"dtype": dtype_name, "shape": shape, **json.loads(child.stdout.splitlines()[-1])}
             rows.append(row)
-            print(f"first call {dtype_name} {shape}: forward {row['forward_s']:.2f} s, "
-                  f"backward {row['backward_s']:.2f} s", flush=True)
+            print(
+                f"first call {dtype_name} {shape}: forward {row['forward_s']:.2f} s, "
+                f"backward {row['backward_s']:.2f} s",
+                flush=True,
+            )
     return rows
 
 
@@ -207,8 +213,11 @@ def host_times(reps: int = 200, rounds: int = 7) -> dict:
     result = {name: statistics.median(times) for name, times in samples.items()}
     result["ratio"] = result["flashattn2"] / result["sdpa"]
     result["samples_ms"] = samples
-    print(f"host, eager fwd+bwd at {HOST_SHAPE}: flashattn2 {result['flashattn2']:.3f} ms/call, "
-          f"sdpa {result['sdpa']:.3f} ms/call (medians of {rounds} rounds), ratio {result['ratio']:.2f}", flush=True)
+    print(
+        f"host, eager fwd+bwd at {HOST_SHAPE}: flashattn2 {result['flashattn2']:.3f} ms/call, "
+        f"sdpa {result['sdpa']:.3f} ms/call (medians of {rounds} rounds), ratio {result['ratio']:.2f}",
+        flush=True,
+    )
     return result
 
 
@@ -247,8 +256,11 @@ def main(argv=None) -> int:
     elif args.host:
         results["host"] = host_times()
     else:
-        print(f"{'shape (B,H/Hkv,N,D)':26} {'pass':8}{'ours':>9}{'cuDNN':>9}{'FLASH':>9}{'det.':>9}  "
-              f"cuDNN/ours FLASH/ours", flush=True)
+        print(
+            f"{'shape (B,H/Hkv,N,D)':26} {'pass':8}{'ours':>9}{'cuDNN':>9}{'FLASH':>9}{'det.':>9}  "
+            f"cuDNN/ours FLASH/ours",
+            flush=True,
+        )
         results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES)
     if args.out:
         with open(args.out, "w") as f:

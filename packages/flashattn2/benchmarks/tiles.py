@@ -44,8 +44,14 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--kernels", nargs="+", choices=CHOOSERS, default=list(CHOOSERS), help="which kernels to time")
     for name in CHOOSERS:
-        parser.add_argument(f"--extra-{name}", type=parse_tile, nargs="*", default=[],
-                            metavar="M,N,WARPS,STAGES", help=f"tiles to try besides the {name} candidates")
+        parser.add_argument(
+            f"--extra-{name}",
+            type=parse_tile,
+            nargs="*",
+            default=[],
+            metavar="M,N,WARPS,STAGES",
+            help=f"tiles to try besides the {name} candidates",
+        )
     parser.add_argument("--out", help="write the table as JSON here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -57,6 +63,7 @@ def main(argv=None) -> int:
     q, k, v, grad_out = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(4))
     scale = d**-0.5
     out, lse = triton_forward(q, k, v, args.causal, scale)
+
     def backward():
         return triton_backward(grad_out, q, k, v, out, lse, args.causal, scale)
 
@@ -85,7 +92,7 @@ def main(argv=None) -> int:
                     best = (tile, ms)
             rows.append({"kernel": name, "tile": list(tile), "ms": ms, "compile_s": compile_s, "note": note})
             shown = f"{ms:8.3f} ms  (first run {compile_s:5.1f} s)" if ms is not None else f"{'-':>8}"
-            print(f"  {name:8} {str(tuple(tile)):20} {shown}  {note}", flush=True)
+            print(f"  {name:8} {tuple(tile)!s:20} {shown}  {note}", flush=True)
         chooser.pinned = None
         forward_plan.cache_clear()
         backward_plan.cache_clear()
@@ -93,8 +100,19 @@ def main(argv=None) -> int:
 
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"shape": args.shape, "causal": args.causal, "dtype": args.dtype, "rows": rows, "triton": triton.__version__,
-                       "torch": torch.__version__, "device": torch.cuda.get_device_name()}, f, indent=1)
+            json.dump(
+                {
+                    "shape": args.shape,
+                    "causal": args.causal,
+                    "dtype": args.dtype,
+                    "rows": rows,
+                    "triton": triton.__version__,
+                    "torch": torch.__version__,
+                    "device": torch.cuda.get_device_name(),
+                },
+                f,
+                indent=1,
+            )
     return 0
 
 

@@ -33,4 +33,4 @@ def fresh_seed():
     seed = random.SystemRandom().randrange(2**63)
     print(f"torch.manual_seed({seed})")  # shown by pytest when the test fails
     torch.manual_seed(seed)
-    yield seed
+    return seed

@@ -24,7 +24,11 @@ def _with(backend, **kwargs):
 
 def test_public_api():
     assert set(flashattn2.__all__) == {
-        "__version__", "flash_attention", "FlashAttention2Triton", "FlashAttention2PyTorch", "FlashSelfAttention"
+        "__version__",
+        "flash_attention",
+        "FlashAttention2Triton",
+        "FlashAttention2PyTorch",
+        "FlashSelfAttention",
     }
 
 
@@ -119,7 +123,9 @@ def test_nan_in_a_query_row_reaches_every_gradient_that_depends_on_it(backend):
         pytest.param(FlashAttention2PyTorch, ("zero",), id="pytorch"),
     ],
 )
-@pytest.mark.parametrize("n", [10, 40])  # under the interpreter: one masked key tile; two unmasked ones and a ragged one
+@pytest.mark.parametrize(
+    "n", [10, 40]
+)  # under the interpreter: one masked key tile; two unmasked ones and a ragged one
 def test_a_row_whose_scores_are_all_minus_inf(function, outcomes, n):
     # -inf in q[row, 3] against keys whose component 3 is positive: every score of the row is -inf.
     # README: O = 0 with L = -inf (as SDPA), or NaN from Triton key tiles without masks; other rows unaffected.
@@ -218,8 +224,7 @@ def test_second_derivatives_are_refused_with_a_clear_error(backend):
 def test_create_graph_alone_gives_the_first_derivatives(backend):
     # create_graph=True is fine as long as nothing differentiates through attention's gradients.
     q, k, v = (torch.randn(1, 2, 20, 16, requires_grad=True) for _ in range(3))
-    grads = torch.autograd.grad(flash_attention(q, k, v, backend=backend).square().sum(), (q, k, v),
-                                create_graph=True)
+    grads = torch.autograd.grad(flash_attention(q, k, v, backend=backend).square().sum(), (q, k, v), create_graph=True)
     expected = torch.autograd.grad(flash_attention(q, k, v, backend=backend).square().sum(), (q, k, v))
     for got, want in zip(grads, expected):
         assert torch.equal(got, want)

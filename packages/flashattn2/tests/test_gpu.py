@@ -62,9 +62,7 @@ def test_matches_float64_reference_at_16k(causal):
 def test_views_of_a_packed_qkv_tensor():
     packed = torch.randn(2, 2048, 3 * 8, 64, device="cuda", dtype=torch.bfloat16)
     q, k, v = packed.transpose(1, 2).chunk(3, dim=1)
-    assert_attention_matches_reference(
-        lambda q, k, v, c: flash_attention(q, k, v, causal=c), q, k, v, causal=True
-    )
+    assert_attention_matches_reference(lambda q, k, v, c: flash_attention(q, k, v, causal=c), q, k, v, causal=True)
 
 
 def test_gradients_are_bitwise_deterministic():
@@ -80,8 +78,7 @@ def test_gradients_are_bitwise_deterministic():
 
 
 def test_forward_backward_replays_in_a_cuda_graph():
-    q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     grad_out = torch.randn_like(q)
 
     def step():
@@ -122,8 +119,9 @@ def test_torch_compile_fullgraph_inductor():
 
 def _extra_memory_of_forward_backward(n: int, heads: int = 16, head_dim: int = 64) -> int:
     """Peak bytes allocated during a causal forward + backward, above the inputs and dO."""
-    q, k, v = (torch.randn(1, heads, n, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(1, heads, n, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3)
+    )
     grad_out = torch.randn_like(q)
     # A first run compiles and (Triton 3.6 even with one configuration) benchmarks
     # through do_bench, whose 256 MB cache-flush buffer must not count.
@@ -149,8 +147,7 @@ def test_long_sequence_memory_is_linear_in_n():
 
 def test_benchmark_forward_backward_headline_shape(benchmark):
     """pytest-benchmark: causal forward + backward, B=1, H=16, N=16384, D=64, bf16 (numbers only, no assertion)."""
-    q, k, v = (torch.randn(1, 16, 16384, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (torch.randn(1, 16, 16384, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     grad_out = torch.randn_like(q)
 
     def step():

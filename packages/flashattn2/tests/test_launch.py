@@ -15,7 +15,7 @@ class _RecordingJIT:
     """Stands in for a ``@triton.jit`` function: ``fn[grid](...)`` records the launch and
     returns a compiled kernel whose ``run`` records the direct launches."""
 
-    arg_names = ["X", "Y", "stride", "scale", "BLOCK", "MODE"]
+    arg_names = ("X", "Y", "stride", "scale", "BLOCK", "MODE")
     __name__ = "kernel"
 
     def __init__(self):
@@ -67,8 +67,17 @@ def test_constexprs_out_of_order_are_refused():
 def test_plans_are_cached_per_layout_and_alignment():
     from flashattn2._triton_forward import forward_plan
 
-    layout = ((1, 2, 40, 16), (1280, 640, 16, 1), (1, 2, 40, 16), (1280, 640, 16, 1), (1280, 640, 16, 1),
-              torch.float32, torch.device("cpu"), True, 0.25)
+    layout = (
+        (1, 2, 40, 16),
+        (1280, 640, 16, 1),
+        (1, 2, 40, 16),
+        (1280, 640, 16, 1),
+        (1280, 640, 16, 1),
+        torch.float32,
+        torch.device("cpu"),
+        True,
+        0.25,
+    )
     plan = forward_plan(*layout, (True, True, True))
     assert forward_plan(*layout, (True, True, True)) is plan
     assert forward_plan(*layout, (True, False, True)) is not plan  # another compiled kernel specialization

@@ -74,8 +74,9 @@ def test_rejects_a_small_gradient_error_where_the_gradients_cancel(dtype, relati
     ],
     ids=["mask", "scale", "missing-gradient", "perturbed-output"],
 )
-@pytest.mark.parametrize("shapes", [((1, 2, 12, 16), (1, 2, 12, 16)), CANCELLING_SHAPES["two-keys-causal"][:2]],
-                         ids=["12-keys", "two-keys"])
+@pytest.mark.parametrize(
+    "shapes", [((1, 2, 12, 16), (1, 2, 12, 16)), CANCELLING_SHAPES["two-keys-causal"][:2]], ids=["12-keys", "two-keys"]
+)
 def test_rejects_wrong_attention(wrong, quantity, shapes):
     q_shape, kv_shape = shapes
     q, k, v = (torch.randn(shape) for shape in (q_shape, kv_shape, kv_shape))

@@ -216,4 +216,3 @@ def test_damaged_checkpoints_are_refused_naming_the_file(killed_at_commit, tmp_p
         message = str(caught.value)
         assert message.startswith(f"checkpoint {step} is incomplete or corrupt: "), message
         assert expected in message and "Load an earlier step" in message, message
-

@@ -18,7 +18,7 @@ TIMEOUT_S = 120
 
 def _value_error(action) -> str:
     """The message of the ValueError that ``action()`` must raise (in a rank: a failure reaches the test)."""
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match=r".") as caught:  # any message: the callers check it
         action()
     return str(caught.value)
 
@@ -33,9 +33,7 @@ def _disagreeing_ranks(rank, world_size):
 
     optimizer = ShardedOptimizer([nn.Parameter(torch.randn(4, 3))], torch.optim.SGD, lr=0.1)
     shape = [(2, 6), (6, 2)][rank]  # same size, another shape
-    out["later_group"] = _value_error(
-        lambda: optimizer.add_param_group({"params": [nn.Parameter(torch.randn(shape))]})
-    )
+    out["later_group"] = _value_error(lambda: optimizer.add_param_group({"params": [nn.Parameter(torch.randn(shape))]}))
     out["groups_after_error"] = len(optimizer.param_groups)
     # The same group on every rank still works afterwards, whatever each rank's values.
     optimizer.add_param_group({"params": [nn.Parameter(torch.randn(7))]})
@@ -45,9 +43,7 @@ def _disagreeing_ranks(rank, world_size):
     # as they are equal on every rank (here by seed; in training, after the DDP wrapper's broadcast).
     torch.manual_seed(0)
     first, second = nn.Parameter(torch.randn(5)), nn.Parameter(torch.randn(5))
-    out["reordered"] = _value_error(
-        lambda: ShardedOptimizer([first, second][:: 1 - 2 * rank], torch.optim.SGD, lr=0.1)
-    )
+    out["reordered"] = _value_error(lambda: ShardedOptimizer([first, second][:: 1 - 2 * rank], torch.optim.SGD, lr=0.1))
     named = [("first", first), ("second", second)]
     out["reordered_names"] = _value_error(lambda: ShardedOptimizer(named[:: 1 - 2 * rank], torch.optim.SGD, lr=0.1))
     elsewhere = nn.Parameter(torch.empty(5, device="meta" if rank == 1 else "cpu"))
@@ -133,7 +129,7 @@ def test_shards_of_different_steps_and_a_torn_state_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"different numbers of steps \(rank 0: 2, rank 1: 4\)"):
         merge_sharded_state_dicts([ranks[0]["shards"][2], ranks[1]["shards"][4]])
     assert sorted(merge_sharded_state_dicts([ranks[1]["shards"][4], ranks[0]["shards"][4]])["state"]) == [0, 1, 2]
-    for rank, out in enumerate(ranks):
+    for out in ranks:
         assert "different numbers of steps (rank 0: 2, rank 1: 4)" in out["mixed_steps"]
         assert "Nothing was loaded" in out["mixed_steps"] and out["steps_after_refusal"] == 4
         assert out["steps_after_recovery"] == 5
@@ -208,7 +204,7 @@ def test_frozen_parameters_weigh_nothing_and_state_stays_live_after_a_load():
     results = spawn(_frozen_and_reloaded, 2, timeout_s=TIMEOUT_S)
     trained_owners = results[0][0]
     assert sorted(trained_owners) == [0, 0, 1, 1]  # the frozen 4000 elements did not push these onto rank 1
-    for rank, (owners, state_elements, live, entries) in enumerate(results):
+    for owners, state_elements, live, entries in results:
         assert owners == trained_owners
         assert state_elements == 2 * 2 * 1000  # exp_avg and exp_avg_sq of its two parameters
         assert live and entries == 2

@@ -93,6 +93,7 @@ def _assert_state_only_for_owned(opt, label):
 
 def _scenarios():
     """(label, optimizer_cls, options, ShardedOptimizer options, groups_fn)."""
+
     def all_params(model):
         return model.parameters()  # a generator, as users pass it
 
@@ -104,8 +105,13 @@ def _scenarios():
     sgd = torch.optim.SGD
     return [
         ("AdamW default", adamw, dict(lr=1e-2, weight_decay=0.1), {}, all_params),
-        ("AdamW foreach per_parameter", adamw, dict(lr=1e-2, foreach=True), dict(broadcast_mode="per_parameter"),
-         all_params),
+        (
+            "AdamW foreach per_parameter",
+            adamw,
+            dict(lr=1e-2, foreach=True),
+            dict(broadcast_mode="per_parameter"),
+            all_params,
+        ),
         ("AdamW fused tiny buckets", adamw, dict(lr=1e-2, fused=True), dict(bucket_size_mb=300 / 2**20), all_params),
         ("AdamW amsgrad one bucket", adamw, dict(lr=1e-2, amsgrad=True), dict(bucket_size_mb=None), all_params),
         ("SGD momentum", sgd, dict(lr=0.1, momentum=0.9, weight_decay=1e-3), {}, all_params),

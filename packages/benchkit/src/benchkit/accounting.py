@@ -13,8 +13,13 @@ Example::
 
     from benchkit.accounting import DEVICES, Parallelism, account, named_model
 
-    row = account(named_model("xxl-ffn", seq_len=2048), DEVICES["tpu-v5p"], Parallelism(fsdp=16, tp=4),
-                  batch_size=256, seq_len=2048)
+    row = account(
+        named_model("xxl-ffn", seq_len=2048),
+        DEVICES["tpu-v5p"],
+        Parallelism(fsdp=16, tp=4),
+        batch_size=256,
+        seq_len=2048,
+    )
     print(row["total_gb"], row["compute_ms"], row["comm_ms"], row["bound_by"])
 """
 
@@ -34,17 +39,17 @@ from benchkit.units import GB
 
 __all__ = [
     "DEVICES",
-    "Accounting",
-    "AccountingSettings",
     "FORMULAS",
     "MODEL_NAMES",
+    "Accounting",
+    "AccountingSettings",
     "Device",
     "ModelShape",
     "Parallelism",
     "account",
     "check_parallelism",
-    "compute_bound_tokens",
     "communication_bytes",
+    "compute_bound_tokens",
     "devices_to_fit",
     "ffn_model",
     "memory_per_device",
@@ -107,15 +112,25 @@ DEVICES = {
     # "with sparsity" (989 dense), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s. The
     # 900 GB/s is the sum over both directions of the 18 NVLink 4 links, so 450 GB/s
     # each way.
-    "h100": Device("H100 SXM", 989e12, 80 * GB, 3.35e12, 450 * GB,
-                   "NVIDIA H100 datasheet (SXM): 989 TFLOP/s dense bf16, 80 GB HBM3, 3.35 TB/s, "
-                   "NVLink 900 GB/s bidirectional"),
+    "h100": Device(
+        "H100 SXM",
+        989e12,
+        80 * GB,
+        3.35e12,
+        450 * GB,
+        "NVIDIA H100 datasheet (SXM): 989 TFLOP/s dense bf16, 80 GB HBM3, 3.35 TB/s, NVLink 900 GB/s bidirectional",
+    ),
     # Google Cloud TPU documentation, "TPU v5p": 459 TFLOPs bf16 per chip, HBM2e 95 GB
     # at 2765 GBps, bidirectional inter-chip interconnect (ICI) bandwidth 1200 GBps per
     # chip (4800 Gbps in older versions of the page), so 600 GB/s each way.
-    "tpu-v5p": Device("TPU v5p", 459e12, 95 * GB, 2765 * GB, 600 * GB,
-                      "Google Cloud TPU v5p docs: 459 TFLOP/s bf16, 95 GB HBM2e, 2765 GB/s, "
-                      "ICI 1200 GB/s bidirectional"),
+    "tpu-v5p": Device(
+        "TPU v5p",
+        459e12,
+        95 * GB,
+        2765 * GB,
+        600 * GB,
+        "Google Cloud TPU v5p docs: 459 TFLOP/s bf16, 95 GB HBM2e, 2765 GB/s, ICI 1200 GB/s bidirectional",
+    ),
 }
 
 
@@ -228,17 +243,24 @@ def check_parallelism(model: ModelShape, par: Parallelism, batch_size: int) -> N
     - each of the dp*fsdp data-parallel ranks sees G/(dp*fsdp) tokens: at least
       one sequence each, so dp*fsdp is at most the batch.
     """
-    for count, what in ((model.num_heads, f"{model.num_heads} attention heads"),
-                        (model.d_ff, f"feed-forward width d_ff = {model.d_ff}")):
+    for count, what in (
+        (model.num_heads, f"{model.num_heads} attention heads"),
+        (model.d_ff, f"feed-forward width d_ff = {model.d_ff}"),
+    ):
         if count is not None and count % par.tp:
-            raise BenchkitError(f"--tp {par.tp} must divide {model.name}'s {what}: "
-                                f"tensor parallelism gives each rank an equal share")
+            raise BenchkitError(
+                f"--tp {par.tp} must divide {model.name}'s {what}: tensor parallelism gives each rank an equal share"
+            )
     if par.pp > model.num_layers:
-        raise BenchkitError(f"--pp {par.pp} must be at most {model.name}'s {model.num_layers} layers: "
-                            f"every pipeline stage holds at least one")
+        raise BenchkitError(
+            f"--pp {par.pp} must be at most {model.name}'s {model.num_layers} layers: "
+            f"every pipeline stage holds at least one"
+        )
     if par.dp * par.fsdp > batch_size:
-        raise BenchkitError(f"--dp {par.dp} x --fsdp {par.fsdp} = {par.dp * par.fsdp} data-parallel ranks must be "
-                            f"at most --batch-size {batch_size}: every rank needs at least one sequence")
+        raise BenchkitError(
+            f"--dp {par.dp} x --fsdp {par.fsdp} = {par.dp * par.fsdp} data-parallel ranks must be "
+            f"at most --batch-size {batch_size}: every rank needs at least one sequence"
+        )
 
 
 def memory_per_device(model: ModelShape, par: Parallelism, tokens: float) -> dict[str, float]:
@@ -270,8 +292,14 @@ def communication_bytes(model: ModelShape, par: Parallelism, tokens: float) -> d
     return {
         "fsdp": 3 * (par.fsdp - 1) / par.fsdp * replica,
         "dp": 2 * (par.dp - 1) / par.dp * replica / par.fsdp,
-        "tp": 2 * model.tp_allreduces_per_layer * 2 * (par.tp - 1) / par.tp
-        * activation_bytes * model.num_layers / par.pp,
+        "tp": 2
+        * model.tp_allreduces_per_layer
+        * 2
+        * (par.tp - 1)
+        / par.tp
+        * activation_bytes
+        * model.num_layers
+        / par.pp,
         "pp": 2 * activation_bytes if par.pp > 1 else 0.0,
     }
 
@@ -305,7 +333,10 @@ def account(model: ModelShape, device: Device, par: Parallelism, *, batch_size: 
     return {
         "model": model.name,
         "device": device.name,
-        "dp": par.dp, "fsdp": par.fsdp, "tp": par.tp, "pp": par.pp,
+        "dp": par.dp,
+        "fsdp": par.fsdp,
+        "tp": par.tp,
+        "pp": par.pp,
         "devices": par.devices,
         "parameters": model.parameters,
         "batch_size": batch_size,
@@ -362,12 +393,16 @@ class Accounting:
 
     def meta(self) -> dict[str, Any]:
         """What the rows were computed from, and :data:`FORMULAS`, for the JSON's ``meta``."""
-        return {"model": dataclasses.asdict(self.model), "devices": [dataclasses.asdict(d) for d in self.devices],
-                "parallelism": dataclasses.asdict(self.parallelism), "formulas": FORMULAS}
+        return {
+            "model": dataclasses.asdict(self.model),
+            "devices": [dataclasses.asdict(d) for d in self.devices],
+            "parallelism": dataclasses.asdict(self.parallelism),
+            "formulas": FORMULAS,
+        }
 
     def figure(self) -> Figure:
         """Compute and communication time per step against the global batch (1 to 16384 sequences), log-log."""
-        batches = [2**k for k in range(0, 15)]
+        batches = [2**k for k in range(15)]
         series = {}
         for device in self.devices:
             times = [step_times(self.model, device, self.parallelism, b * self.seq_len) for b in batches]
@@ -375,17 +410,25 @@ class Accounting:
             if any(t[1] > 0 for t in times):
                 series[f"{device.name} comm"] = (batches, [t[1] * 1e3 for t in times])
         par = self.parallelism
-        return line_plot(series, title=f"{self.model.name}: time per step, dp{par.dp} fsdp{par.fsdp} tp{par.tp} "
-                                       f"pp{par.pp}",
-                         xlabel=f"global batch (sequences of {self.seq_len} tokens)", ylabel="ms per step",
-                         log_x=True, log_y=True)
+        return line_plot(
+            series,
+            title=f"{self.model.name}: time per step, dp{par.dp} fsdp{par.fsdp} tp{par.tp} pp{par.pp}",
+            xlabel=f"global batch (sequences of {self.seq_len} tokens)",
+            ylabel="ms per step",
+            log_x=True,
+            log_y=True,
+        )
 
 
-def override_device(device: Device, *, flops: float | None = None, memory_gb: float | None = None,
-                    link_bandwidth: float | None = None) -> Device:
+def override_device(
+    device: Device, *, flops: float | None = None, memory_gb: float | None = None, link_bandwidth: float | None = None
+) -> Device:
     """``device`` with the given numbers replaced (None keeps the preset's); ``source`` says which were."""
-    overrides = {"flops": flops, "memory": None if memory_gb is None else memory_gb * GB,
-                 "link_bandwidth": link_bandwidth}
+    overrides = {
+        "flops": flops,
+        "memory": None if memory_gb is None else memory_gb * GB,
+        "link_bandwidth": link_bandwidth,
+    }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if not overrides:
         return device
@@ -398,8 +441,11 @@ def run_accounting(settings: AccountingSettings) -> Accounting:
     model = named_model(settings.model, settings.seq_len)
     par = Parallelism(dp=settings.dp, fsdp=settings.fsdp, tp=settings.tp, pp=settings.pp)
     check_parallelism(model, par, settings.batch_size)
-    devices = [override_device(DEVICES[key], flops=settings.flops, memory_gb=settings.memory_gb,
-                               link_bandwidth=settings.link_bandwidth) for key in settings.hardware]
-    rows = [account(model, device, par, batch_size=settings.batch_size, seq_len=settings.seq_len)
-            for device in devices]
+    devices = [
+        override_device(
+            DEVICES[key], flops=settings.flops, memory_gb=settings.memory_gb, link_bandwidth=settings.link_bandwidth
+        )
+        for key in settings.hardware
+    ]
+    rows = [account(model, device, par, batch_size=settings.batch_size, seq_len=settings.seq_len) for device in devices]
     return Accounting(model, devices, par, settings.seq_len, rows)

@@ -34,19 +34,27 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-from ddp.launch import spawn
 
 from benchkit.errors import BenchkitError
 from benchkit.ranks import launched_by_torchrun
 from benchkit.report import progress
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.units import DTYPES, GB, MIB
+from ddp.launch import spawn
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["BACKENDS", "DTYPE_NAMES", "AllreduceSweep", "bus_bandwidth", "plot_rows", "result_rows", "run_allreduce",
-           "time_allreduce"]
+__all__ = [
+    "BACKENDS",
+    "DTYPE_NAMES",
+    "AllreduceSweep",
+    "bus_bandwidth",
+    "plot_rows",
+    "result_rows",
+    "run_allreduce",
+    "time_allreduce",
+]
 
 BACKENDS = ("gloo", "nccl")
 DTYPE_NAMES = ("fp32", "bf16")
@@ -86,8 +94,9 @@ def _elements(size_mb: float, dtype: str) -> int:
     return max(1, round(size_mb * MIB / DTYPES[dtype].itemsize))
 
 
-def time_allreduce(rank: int, world_size: int, sizes_mb: list[float], dtype: str, warmup: int,
-                   iters: int) -> list[list[float]]:
+def time_allreduce(
+    rank: int, world_size: int, sizes_mb: list[float], dtype: str, warmup: int, iters: int
+) -> list[list[float]]:
     """One rank: seconds of each timed all-reduce, one list per size (inside an initialized group)."""
     if dist.get_backend() == "nccl":
         device = torch.device("cuda", rank)
@@ -125,8 +134,9 @@ def _cells(backends: list[str], world_sizes: list[int]) -> tuple[list[tuple[str,
     return cells, skipped
 
 
-def result_rows(backend: str, world_size: int, sizes_mb: list[float], dtype: str,
-                per_rank: list[list[list[float]]]) -> list[dict[str, Any]]:
+def result_rows(
+    backend: str, world_size: int, sizes_mb: list[float], dtype: str, per_rank: list[list[list[float]]]
+) -> list[dict[str, Any]]:
     """Rows of one spawned run; ``per_rank[r][s][i]`` is rank r's i-th time (s) at size index s."""
     rows = []
     for index, size_mb in enumerate(sizes_mb):
@@ -134,10 +144,21 @@ def result_rows(backend: str, world_size: int, sizes_mb: list[float], dtype: str
         stats = summarize(slowest)
         nbytes = _elements(size_mb, dtype) * DTYPES[dtype].itemsize
         algbw = nbytes / stats.mean / GB
-        rows.append({"backend": backend, "world_size": world_size, "size_mb": size_mb, "bytes": nbytes,
-                     "dtype": dtype, "time": stats, "ms": stats.mean * 1e3, "std_ms": stats.std * 1e3,
-                     "median_ms": stats.median * 1e3, "algbw_GBps": algbw,
-                     "busbw_GBps": bus_bandwidth(algbw, world_size)})
+        rows.append(
+            {
+                "backend": backend,
+                "world_size": world_size,
+                "size_mb": size_mb,
+                "bytes": nbytes,
+                "dtype": dtype,
+                "time": stats,
+                "ms": stats.mean * 1e3,
+                "std_ms": stats.std * 1e3,
+                "median_ms": stats.median * 1e3,
+                "algbw_GBps": algbw,
+                "busbw_GBps": bus_bandwidth(algbw, world_size),
+            }
+        )
     return rows
 
 
@@ -156,8 +177,13 @@ def run_allreduce(sweep: AllreduceSweep) -> tuple[list[dict[str, Any]], list[str
         raise BenchkitError(f"no run fits this machine: skipped {'; '.join(skipped)}")
     rows = []
     for backend, world_size in progress(cells, "benchkit allreduce"):
-        per_rank = spawn(time_allreduce, world_size, backend=backend, timeout_s=sweep.timeout_s,
-                         args=(list(sweep.sizes_mb), sweep.dtype, sweep.warmup, sweep.iters))
+        per_rank = spawn(
+            time_allreduce,
+            world_size,
+            backend=backend,
+            timeout_s=sweep.timeout_s,
+            args=(list(sweep.sizes_mb), sweep.dtype, sweep.warmup, sweep.iters),
+        )
         rows += result_rows(backend, world_size, list(sweep.sizes_mb), sweep.dtype, per_rank)
     return rows, skipped
 
@@ -171,9 +197,17 @@ def plot_rows(rows: list[dict[str, Any]]) -> dict[str, Figure]:
     by_cell = {f"{b} x {n} ranks": [r for r in rows if (r["backend"], r["world_size"]) == (b, n)] for b, n in cells}
     dtype = rows[0]["dtype"]
     figures = {}
-    for column, name, ylabel in (("busbw_GBps", "allreduce_busbw", "bus bandwidth (GB/s)"),
-                                 ("ms", "allreduce_ms", "ms")):
+    for column, name, ylabel in (
+        ("busbw_GBps", "allreduce_busbw", "bus bandwidth (GB/s)"),
+        ("ms", "allreduce_ms", "ms"),
+    ):
         series = {label: ([r["size_mb"] for r in cell], [r[column] for r in cell]) for label, cell in by_cell.items()}
-        figures[name] = line_plot(series, title=f"All-reduce, {dtype}: {ylabel}", xlabel="message size (MiB)",
-                                  ylabel=ylabel, log_x=True, log_y=True)
+        figures[name] = line_plot(
+            series,
+            title=f"All-reduce, {dtype}: {ylabel}",
+            xlabel="message size (MiB)",
+            ylabel=ylabel,
+            log_x=True,
+            log_y=True,
+        )
     return figures

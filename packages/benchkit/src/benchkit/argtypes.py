@@ -7,7 +7,7 @@ Example::
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=positive_int, default=10)
-    parser.parse_args(["--steps", "0"])   # exits: "argument --steps: must be an integer >= 1, got 0"
+    parser.parse_args(["--steps", "0"])  # exits: "argument --steps: must be an integer >= 1, got 0"
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ import contextlib
 import dataclasses
 import itertools
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch._functorch.config
@@ -77,9 +78,9 @@ DEFAULT_HEADS = 16  # the head count of the headline shape B=1, H=16, N=16384, D
 BACKEND_NOTES = {
     "triton": "its Triton kernels, compiled for the GPU",
     "triton-interpreter": "its Triton kernels run by Triton's interpreter on the CPU (TRITON_INTERPRET=1), "
-                          "which times the interpreter, not the kernels",
+    "which times the interpreter, not the kernels",
     "pytorch-tiled": "flashattn2's tiled PyTorch implementation, its CPU fallback without TRITON_INTERPRET=1: "
-                     "the Triton kernels did not run",
+    "the Triton kernels did not run",
 }
 
 
@@ -123,8 +124,9 @@ def default_sweep(device: torch.device) -> AttentionSweep:
     """``benchkit attention``'s cells when none are named: on a GPU, N 128 ... 65536, D 16 ... 128,
     bf16 and fp32 (batch 1, causal, 16 heads); on a CPU a few small cells that finish in seconds."""
     if device.type == "cuda":
-        return AttentionSweep(seq_lens=tuple(2**k for k in range(7, 17)), head_dims=(16, 32, 64, 128),
-                              dtypes=("bf16", "fp32"))
+        return AttentionSweep(
+            seq_lens=tuple(2**k for k in range(7, 17)), head_dims=(16, 32, 64, 128), dtypes=("bf16", "fp32")
+        )
     return AttentionSweep(seq_lens=(64, 128, 256), head_dims=(16, 64), dtypes=("fp32",))
 
 
@@ -185,8 +187,9 @@ def _retainable_backward(implementation: str) -> contextlib.AbstractContextManag
     return torch._functorch.config.patch(donated_buffer=False)
 
 
-def _measure_passes(row: dict[str, Any], implementation: str, *, device: torch.device, reps: int,
-                    compile_backend: str) -> None:
+def _measure_passes(
+    row: dict[str, Any], implementation: str, *, device: torch.device, reps: int, compile_backend: str
+) -> None:
     """Fill ``row``'s timings (and on CUDA its peak memory); a pass that fails raises."""
     fn = attention_function(implementation, compile_backend=compile_backend)
     shape = (row["batch_size"], row["heads"], row["seq_len"], row["head_dim"])
@@ -197,7 +200,7 @@ def _measure_passes(row: dict[str, Any], implementation: str, *, device: torch.d
     fn(q, k, v).backward(grad_out)  # warm-up (and compilation) outside the timings
     row["forward_ms"] = _median_ms(lambda: fn(q, k, v), device, inputs, reps)
     out = fn(q, k, v)
-    row["backward_ms"] = _median_ms(lambda: out.backward(grad_out, retain_graph=True), device, inputs, reps)
+    row["backward_ms"] = _median_ms(lambda out=out: out.backward(grad_out, retain_graph=True), device, inputs, reps)
     del out
     row["forward_backward_ms"] = _median_ms(lambda: fn(q, k, v).backward(grad_out), device, inputs, reps)
     if device.type == "cuda":
@@ -226,8 +229,12 @@ def measure_cell(
     row: dict[str, Any] = {
         "implementation": implementation,
         "backend": None,  # filled in first thing below: flashattn2 may fail to import
-        "dtype": dtype, "seq_len": seq_len, "head_dim": head_dim, "batch_size": batch_size, "heads": heads,
-        **{column: None for column in PASSES.values()},
+        "dtype": dtype,
+        "seq_len": seq_len,
+        "head_dim": head_dim,
+        "batch_size": batch_size,
+        "heads": heads,
+        **dict.fromkeys(PASSES.values()),
         "peak_memory_mib": None,
         "scores_mib": batch_size * heads * seq_len**2 * DTYPES[dtype].itemsize / MIB,
         "status": "ok",
@@ -236,7 +243,7 @@ def measure_cell(
         row["backend"] = backend_of(implementation, device, compile_backend=compile_backend)
         with _retainable_backward(implementation):
             _measure_passes(row, implementation, device=device, reps=reps, compile_backend=compile_backend)
-    except Exception as error:  # noqa: BLE001 - recorded in the row, printed, and reflected in the exit code
+    except Exception as error:
         if isinstance(error, torch.OutOfMemoryError):
             row["status"] = OOM
             for column in PASSES.values():
@@ -246,8 +253,10 @@ def measure_cell(
                 row["peak_memory_mib"] = OOM
         else:
             row["status"] = f"error: {type(error).__name__}: {error}"
-            print(f"benchkit attention: {implementation} {dtype} N={seq_len} D={head_dim}: {row['status']}",
-                  file=sys.stderr)
+            print(
+                f"benchkit attention: {implementation} {dtype} N={seq_len} D={head_dim}: {row['status']}",
+                file=sys.stderr,
+            )
     finally:
         free_memory(device)
     return row
@@ -277,9 +286,19 @@ def run_sweep(
     cells = list(itertools.product(sweep.dtypes, sweep.head_dims, sweep.implementations, sweep.seq_lens))
     rows = []
     for dtype, d, impl, n in progress(cells, desc="attention"):
-        rows.append(measure_cell(impl, seq_len=n, head_dim=d, dtype=dtype, batch_size=sweep.batch_size,
-                                 heads=sweep.heads, device=device, reps=sweep.reps,
-                                 compile_backend=sweep.compile_backend))
+        rows.append(
+            measure_cell(
+                impl,
+                seq_len=n,
+                head_dim=d,
+                dtype=dtype,
+                batch_size=sweep.batch_size,
+                heads=sweep.heads,
+                device=device,
+                reps=sweep.reps,
+                compile_backend=sweep.compile_backend,
+            )
+        )
         if on_row is not None:
             on_row(rows)
     return rows
@@ -302,16 +321,27 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> dict[str, Figure]:
             label = f"{impl} ({cells[0]['backend']})" if impl == "flashattn2" else impl  # which flashattn2 ran
             series[label] = ([r["seq_len"] for r in cells], [number(r[column]) for r in cells])
         if any(v is not None for _, ys in series.values() for v in ys):
-            figures[name] = line_plot(series, title=title, xlabel="sequence length N", ylabel=ylabel,
-                                      log_x=True, log_y=True)
+            figures[name] = line_plot(
+                series, title=title, xlabel="sequence length N", ylabel=ylabel, log_x=True, log_y=True
+            )
 
     for dtype, head_dim in dict.fromkeys((r["dtype"], r["head_dim"]) for r in rows):
         subset = [r for r in rows if r["dtype"] == dtype and r["head_dim"] == head_dim]
-        chart(f"attention_{dtype}_d{head_dim}", subset, "forward_backward_ms",
-              f"Attention forward+backward, {dtype}, D={head_dim}", "ms")
+        chart(
+            f"attention_{dtype}_d{head_dim}",
+            subset,
+            "forward_backward_ms",
+            f"Attention forward+backward, {dtype}, D={head_dim}",
+            "ms",
+        )
     for dtype in dict.fromkeys(r["dtype"] for r in rows):
         largest = max(r["head_dim"] for r in rows if r["dtype"] == dtype)
         subset = [r for r in rows if r["dtype"] == dtype and r["head_dim"] == largest]
-        chart(f"attention_memory_{dtype}_d{largest}", subset, "peak_memory_mib",
-              f"Attention peak memory, {dtype}, D={largest}", "MiB")
+        chart(
+            f"attention_memory_{dtype}_d{largest}",
+            subset,
+            "peak_memory_mib",
+            f"Attention peak memory, {dtype}, D={largest}",
+            "MiB",
+        )
     return figures

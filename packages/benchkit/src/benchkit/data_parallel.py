@@ -39,22 +39,28 @@ Example::
 
     from benchkit.data_parallel import DataParallelPlan, add_derived_columns, run_data_parallel, variant_names
 
-    plan = DataParallelPlan(sizes=("tiny",), context_length=32, batch_size=2, warmup=1, steps=3,
-                            device_type="cpu", variants=tuple(variant_names(["local", "bucketed"], [25.0])))
+    plan = DataParallelPlan(
+        sizes=("tiny",),
+        context_length=32,
+        batch_size=2,
+        warmup=1,
+        steps=3,
+        device_type="cpu",
+        variants=tuple(variant_names(["local", "bucketed"], [25.0])),
+    )
     rows = run_data_parallel(plan, nproc=2, timeout_s=120)
     add_derived_columns(rows)
     print([(r["variant"], r["step_ms"], r["over_local_ms"]) for r in rows])
 """
 
-
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
-from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
 
 from benchkit.devices import free_memory
 from benchkit.model import ATTENTION_BACKENDS, model_config, parameter_count
@@ -63,6 +69,7 @@ from benchkit.report import progress, write_results
 from benchkit.timing import PhaseTimer, summarize
 from benchkit.training import PRECISIONS, Trainer, adamw_options, timed_steps
 from benchkit.workload import Workload
+from ddp import BucketedDDP, FlatDDP, NaiveDDP, OverlapDDP
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -111,8 +118,10 @@ class DataParallelPlan(RankPlan):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.precision not in PRECISIONS or self.attention not in ATTENTION_BACKENDS:
-            raise ValueError(f"precision must be one of {PRECISIONS} and attention one of {ATTENTION_BACKENDS}, "
-                             f"got {self.precision!r} and {self.attention!r}")
+            raise ValueError(
+                f"precision must be one of {PRECISIONS} and attention one of {ATTENTION_BACKENDS}, "
+                f"got {self.precision!r} and {self.attention!r}"
+            )
         if not self.variants or self.rounds < 1:
             raise ValueError(f"need at least one variant and one round, got {self.variants!r}, {self.rounds}")
 
@@ -146,7 +155,7 @@ def wrap(variant: str, model: torch.nn.Module, device: torch.device) -> torch.nn
         # _BucketCapacityConfig.create: is_using_default = bucket_cap_mb is None).
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     if variant.startswith("bucketed-"):
-        cap, compressed = variant[len("bucketed-"):].removesuffix("-bf16"), variant.endswith("-bf16")
+        cap, compressed = variant[len("bucketed-") :].removesuffix("-bf16"), variant.endswith("-bf16")
         return BucketedDDP(model, bucket_size_mb=float(cap.removesuffix("MB")), compress_bf16=compressed)
     return {"naive": NaiveDDP, "flat": FlatDDP, "overlap": OverlapDDP}[variant](model)
 
@@ -180,9 +189,16 @@ def run_rank(rank: int, world_size: int, plan: DataParallelPlan) -> list[dict[st
         # seed=rank: different weights per rank (the wrappers broadcast rank 0's) and a batch of its own.
         base = Workload(config, batch_size=plan.batch_size, device=device, precision=plan.precision, seed=rank)
         size_rows = {
-            variant: {"size": size, "parameters": parameter_count(config), "context_length": plan.context_length,
-                      "batch_size_per_rank": plan.batch_size, "precision": plan.precision, "variant": variant,
-                      "world_size": world_size, "rounds": plan.rounds}  # "status" once measured
+            variant: {
+                "size": size,
+                "parameters": parameter_count(config),
+                "context_length": plan.context_length,
+                "batch_size_per_rank": plan.batch_size,
+                "precision": plan.precision,
+                "variant": variant,
+                "world_size": world_size,
+                "rounds": plan.rounds,
+            }  # "status" once measured
             for variant in plan.variants
         }
         timers = {variant: PhaseTimer(device) for variant in plan.variants}
@@ -200,7 +216,7 @@ def run_rank(rank: int, world_size: int, plan: DataParallelPlan) -> list[dict[st
                 timers[variant].extend(measure_variant(variant, base, plan))
             except torch.OutOfMemoryError:
                 row["status"] = "OOM"
-            except Exception as error:  # noqa: BLE001 - recorded in the row, see above
+            except Exception as error:
                 row["status"] = f"error: {type(error).__name__}: {error}"
             else:
                 timer = timers[variant]  # the statistics of every round so far
@@ -248,29 +264,46 @@ def add_derived_columns(rows: list[dict[str, Any]]) -> None:
         row["step_std_ms"] = row["step"].std * 1e3
         row["sync_ms"] = row["phases"]["sync"].mean * 1e3 if "sync" in row["phases"] else None
     for size, world_size in dict.fromkeys((row["size"], row.get("world_size")) for row in rows):
-        same = {row["variant"]: row for row in rows
-                if (row["size"], row.get("world_size")) == (size, world_size) and row["status"] == "ok"}
+        same = {
+            row["variant"]: row
+            for row in rows
+            if (row["size"], row.get("world_size")) == (size, world_size) and row["status"] == "ok"
+        }
         local, naive = same.get("local"), same.get("naive")
         torch_ddp = same.get(f"torch-ddp-{TORCH_DDP_BUCKET_MB}MB")
         for row in same.values():
             row["over_local_ms"] = row["step_ms"] - local["step_ms"] if local else None
-            row["hidden_pct"] = (100 * (1 - row["sync_ms"] / naive["sync_ms"])
-                                 if naive and row["sync_ms"] is not None and naive["sync_ms"] > 0 else None)
+            row["hidden_pct"] = (
+                100 * (1 - row["sync_ms"] / naive["sync_ms"])
+                if naive and row["sync_ms"] is not None and naive["sync_ms"] > 0
+                else None
+            )
             row["vs_torch"] = row["step_ms"] / torch_ddp["step_ms"] if torch_ddp else None
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The printed view: milliseconds, one line per (size, ranks, variant)."""
+
     def phase_ms(row, phase):
         return row["phases"][phase].mean * 1e3 if phase in row.get("phases", {}) else None
 
     return [
-        {"size": row["size"], "ranks": row["world_size"], "variant": row["variant"], "step_ms": row["step_ms"],
-         "std_ms": row["step_std_ms"], "fwd_ms": phase_ms(row, "forward"), "bwd_ms": phase_ms(row, "backward"),
-         "sync_ms": row["sync_ms"], "opt_ms": phase_ms(row, "optimizer"), "over_local_ms": row["over_local_ms"],
-         "hidden_%": row["hidden_pct"], "x_torch": row["vs_torch"],
-         "peak_GiB": row["peak_memory_bytes"] / 2**30 if "peak_memory_bytes" in row else None,
-         "status": row["status"]}
+        {
+            "size": row["size"],
+            "ranks": row["world_size"],
+            "variant": row["variant"],
+            "step_ms": row["step_ms"],
+            "std_ms": row["step_std_ms"],
+            "fwd_ms": phase_ms(row, "forward"),
+            "bwd_ms": phase_ms(row, "backward"),
+            "sync_ms": row["sync_ms"],
+            "opt_ms": phase_ms(row, "optimizer"),
+            "over_local_ms": row["over_local_ms"],
+            "hidden_%": row["hidden_pct"],
+            "x_torch": row["vs_torch"],
+            "peak_GiB": row["peak_memory_bytes"] / 2**30 if "peak_memory_bytes" in row else None,
+            "status": row["status"],
+        }
         for row in rows
     ]
 
@@ -287,8 +320,7 @@ def plot_rows(rows: list[dict[str, Any]], *, backend: str) -> dict[str, Figure]:
         if not same:
             continue
         world_sizes = sorted({row["world_size"] for row in same})
-        labels = [row["variant"] if len(world_sizes) == 1 else f"{row['variant']} x{row['world_size']}"
-                  for row in same]
+        labels = [row["variant"] if len(world_sizes) == 1 else f"{row['variant']} x{row['world_size']}" for row in same]
         series = {"step": [row["step_ms"] for row in same]}
         if any(row["over_local_ms"] is not None for row in same):
             series["step minus local"] = [row["over_local_ms"] for row in same]
@@ -296,6 +328,9 @@ def plot_rows(rows: list[dict[str, Any]], *, backend: str) -> dict[str, Figure]:
             series["in finish (sync)"] = [row["sync_ms"] for row in same]
         ranks = " and ".join(map(str, world_sizes))
         figures[f"ddp_{size}"] = bar_plot(
-            labels, series, title=f"{size}: ms per step, {ranks} ranks ({backend}), {same[0]['precision']}",
-            ylabel="ms (mean)")
+            labels,
+            series,
+            title=f"{size}: ms per step, {ranks} ranks ({backend}), {same[0]['precision']}",
+            ylabel="ms (mean)",
+        )
     return figures

@@ -4,9 +4,9 @@ Example::
 
     from benchkit.devices import device_name, free_memory, resolve_device
 
-    device = resolve_device("auto")      # cuda if a GPU is visible, else cpu
-    print(device_name())                 # e.g. "NVIDIA H100 80GB HBM3" or "CPU (x86_64, 2 threads)"
-    free_memory(device)                  # between two workloads
+    device = resolve_device("auto")  # cuda if a GPU is visible, else cpu
+    print(device_name())  # e.g. "NVIDIA H100 80GB HBM3" or "CPU (x86_64, 2 threads)"
+    free_memory(device)  # between two workloads
 """
 
 from __future__ import annotations

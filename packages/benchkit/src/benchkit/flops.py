@@ -18,8 +18,8 @@ Example::
     from benchkit.model import model_config
 
     config = model_config("xl", context_length=256)
-    flops = model_flops(config, batch_size=4, seq_len=256, backward=True)   # one train step
-    peak = peak_flops("NVIDIA H100 80GB HBM3", "bf16")                     # 989.4e12
+    flops = model_flops(config, batch_size=4, seq_len=256, backward=True)  # one train step
+    peak = peak_flops("NVIDIA H100 80GB HBM3", "bf16")  # 989.4e12
     # MFU = flops / step_seconds / peak
 """
 

@@ -47,15 +47,16 @@ Example::
     from benchkit.model import model_config
 
     bytes_by_part = predicted_memory(model_config("2.7B", 256), batch_size=4, precision="bf16")
-    print({k: v / 2**30 for k, v in bytes_by_part.items()})   # GiB
+    print({k: v / 2**30 for k, v in bytes_by_part.items()})  # GiB
 """
 
 from __future__ import annotations
 
 import contextlib
 import pickle
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -113,8 +114,12 @@ def predicted_memory(config: ModelConfig, batch_size: int, precision: str) -> di
     head_token = 8 * d + 4 + a * d + 4 * vocab + 8 + 8
     weight_copies = 0 if a == 4 else 2 * (layers * (4 * d * d + 3 * d * f) + d * vocab)
     activations = layers * (tokens * per_layer_token + per_layer_batch) + tokens * head_token + weight_copies
-    return {"parameters": 4 * params, "gradients": 4 * params, "optimizer_state": 8 * params,
-            "activations": activations}
+    return {
+        "parameters": 4 * params,
+        "gradients": 4 * params,
+        "optimizer_state": 8 * params,
+        "activations": activations,
+    }
 
 
 @contextlib.contextmanager
@@ -195,8 +200,9 @@ def timeline_from_snapshot(snapshot: Mapping[str, Any], *, device: int = 0, star
     return timeline
 
 
-def measure_peak(settings: WorkloadSettings, device: torch.device, *, snapshot_path: Path | None = None
-                 ) -> dict[str, Any]:
+def measure_peak(
+    settings: WorkloadSettings, device: torch.device, *, snapshot_path: Path | None = None
+) -> dict[str, Any]:
     """Peak allocated bytes (``peak_bytes``, beyond what was allocated before) of one step of
     ``settings.mode`` after one unmeasured step of the same kind (so AdamW's state exists); CUDA only.
 
@@ -206,9 +212,14 @@ def measure_peak(settings: WorkloadSettings, device: torch.device, *, snapshot_p
     Train steps also get a ``breakdown`` (:func:`measure_breakdown`). ``status`` is ``"ok"``,
     or ``"OOM"`` if the step ran out of memory.
     """
-    row: dict[str, Any] = dict(size=settings.size, context_length=settings.context_length,
-                               precision=settings.precision, mode=settings.mode, batch_size=settings.batch_size,
-                               attention=settings.attention)
+    row: dict[str, Any] = dict(
+        size=settings.size,
+        context_length=settings.context_length,
+        precision=settings.precision,
+        mode=settings.mode,
+        batch_size=settings.batch_size,
+        attention=settings.attention,
+    )
     free_memory(device)
     torch.cuda.reset_peak_memory_stats(device)
     start_bytes = torch.cuda.memory_allocated(device)
@@ -216,8 +227,13 @@ def measure_peak(settings: WorkloadSettings, device: torch.device, *, snapshot_p
         torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_EVENTS, stacks="python", clear_history=True)
     workload = None
     try:
-        workload = Workload(settings.model_config(), batch_size=settings.batch_size, device=device,
-                            precision=settings.precision, compile=settings.compile)
+        workload = Workload(
+            settings.model_config(),
+            batch_size=settings.batch_size,
+            device=device,
+            precision=settings.precision,
+            compile=settings.compile,
+        )
         timer = PhaseTimer(device)
         workload.step(settings.mode, timer)
         torch.cuda.reset_peak_memory_stats(device)
@@ -226,8 +242,9 @@ def measure_peak(settings: WorkloadSettings, device: torch.device, *, snapshot_p
         if snapshot_path is not None:
             torch.cuda.memory._dump_snapshot(str(snapshot_path))
             with open(snapshot_path, "rb") as handle:
-                row["timeline"] = timeline_from_snapshot(pickle.load(handle), device=device.index or 0,
-                                                         start_bytes=start_bytes)
+                row["timeline"] = timeline_from_snapshot(
+                    pickle.load(handle), device=device.index or 0, start_bytes=start_bytes
+                )
             torch.cuda.memory._record_memory_history(enabled=None)
             snapshot_path = None
         if settings.mode == "train-step":
@@ -250,16 +267,30 @@ def compare_with_formula(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     for row in rows:
         if row.get("breakdown") is None:
             continue
-        config = WorkloadSettings(size=row["size"], context_length=row["context_length"],
-                                  attention=row["attention"]).model_config()
+        config = WorkloadSettings(
+            size=row["size"], context_length=row["context_length"], attention=row["attention"]
+        ).model_config()
         row["predicted"] = predicted_memory(config, row["batch_size"], row["precision"])
         for part, expected in row["predicted"].items():
             measured = row["breakdown"][part]
-            table.append({"ctx": row["context_length"], "prec": row["precision"], "part": part,
-                          "measured_GiB": measured / GIB, "formula_GiB": expected / GIB,
-                          "measured/formula": measured / expected})
-        table.append({"ctx": row["context_length"], "prec": row["precision"], "part": "allocated after forward",
-                      "measured_GiB": row["breakdown"]["allocated_after_forward"] / GIB})
+            table.append(
+                {
+                    "ctx": row["context_length"],
+                    "prec": row["precision"],
+                    "part": part,
+                    "measured_GiB": measured / GIB,
+                    "formula_GiB": expected / GIB,
+                    "measured/formula": measured / expected,
+                }
+            )
+        table.append(
+            {
+                "ctx": row["context_length"],
+                "prec": row["precision"],
+                "part": "allocated after forward",
+                "measured_GiB": row["breakdown"]["allocated_after_forward"] / GIB,
+            }
+        )
     return table
 
 
@@ -289,8 +320,12 @@ def plot_timelines(rows: Sequence[dict[str, Any]]) -> Figure | None:
             series[f"{row['mode']} ({row['precision']}, T={row['context_length']})"] = (xs, [y / GIB for y in ys])
     if not series:
         return None
-    return line_plot(series, title=f"CUDA memory over two steps (the first creates AdamW state), {rows[0]['size']}",
-                     xlabel="allocator event", ylabel="allocated GiB")
+    return line_plot(
+        series,
+        title=f"CUDA memory over two steps (the first creates AdamW state), {rows[0]['size']}",
+        xlabel="allocator event",
+        ylabel="allocated GiB",
+    )
 
 
 def plot_peaks(rows: Sequence[dict[str, Any]]) -> Figure:
@@ -298,9 +333,16 @@ def plot_peaks(rows: Sequence[dict[str, Any]]) -> Figure:
     from benchkit.plot import bar_plot  # lazy, as in plot_timelines
 
     contexts = list(dict.fromkeys(r["context_length"] for r in rows))
-    peaks = {(r["context_length"], r["precision"], r["mode"]): r["peak_bytes"] / GIB
-             for r in rows if r["status"] == "ok"}
-    series = {f"{precision} {mode}": [peaks.get((t, precision, mode)) for t in contexts]
-              for precision, mode in dict.fromkeys((r["precision"], r["mode"]) for r in rows)}
-    return bar_plot([f"T={t}" for t in contexts], series,
-                    title=f"Peak CUDA memory, {rows[0]['size']}, batch {rows[0]['batch_size']}", ylabel="GiB")
+    peaks = {
+        (r["context_length"], r["precision"], r["mode"]): r["peak_bytes"] / GIB for r in rows if r["status"] == "ok"
+    }
+    series = {
+        f"{precision} {mode}": [peaks.get((t, precision, mode)) for t in contexts]
+        for precision, mode in dict.fromkeys((r["precision"], r["mode"]) for r in rows)
+    }
+    return bar_plot(
+        [f"T={t}" for t in contexts],
+        series,
+        title=f"Peak CUDA memory, {rows[0]['size']}, batch {rows[0]['batch_size']}",
+        ylabel="GiB",
+    )

@@ -23,14 +23,14 @@ Example::
     model = TransformerLM(config)
     assert sum(p.numel() for p in model.parameters()) == parameter_count(config)
     inputs, targets = random_batch(config, batch_size=2)
-    logits = model(inputs)                      # (2, 32, 10000) float32
+    logits = model(inputs)  # (2, 32, 10000) float32
     lm_loss(logits, targets).backward()
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -98,9 +98,7 @@ class ModelConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
         if self.d_model % self.num_heads:
-            raise ValueError(
-                f"ModelConfig.d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
-            )
+            raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
         if self.head_dim % 2:
             raise ValueError(
                 f"ModelConfig head dimension d_model // num_heads must be even for RoPE, got {self.head_dim}"
@@ -108,9 +106,7 @@ class ModelConfig:
         if self.rope_theta <= 0:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta!r}")
         if self.attention not in ATTENTION_BACKENDS:
-            raise ValueError(
-                f"ModelConfig.attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}"
-            )
+            raise ValueError(f"ModelConfig.attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
 
     @property
     def head_dim(self) -> int:
@@ -148,9 +144,9 @@ def random_batch(
     of shape (batch_size, context_length), ``targets`` being ``inputs`` shifted left by one."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    tokens = torch.randint(
-        0, config.vocab_size, (batch_size, config.context_length + 1), generator=generator
-    ).to(device)
+    tokens = torch.randint(0, config.vocab_size, (batch_size, config.context_length + 1), generator=generator).to(
+        device
+    )
     return tokens[:, :-1].clone(), tokens[:, 1:].clone()  # two storages of their own
 
 
@@ -159,8 +155,7 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     (B, T) int64; computed in float32 whatever the logits' dtype."""
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(
-            f"lm_loss expects logits (B, T, V) and targets (B, T), got {tuple(logits.shape)} "
-            f"and {tuple(targets.shape)}"
+            f"lm_loss expects logits (B, T, V) and targets (B, T), got {tuple(logits.shape)} and {tuple(targets.shape)}"
         )
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
@@ -291,8 +286,7 @@ class TransformerLM(nn.Module):
             )
         if token_ids.shape[1] > self.config.context_length:
             raise ValueError(
-                f"token_ids has T={token_ids.shape[1]} positions, more than "
-                f"context_length={self.config.context_length}"
+                f"token_ids has T={token_ids.shape[1]} positions, more than context_length={self.config.context_length}"
             )
         x = self.embedding(token_ids)
         for block in self.blocks:

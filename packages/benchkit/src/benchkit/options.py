@@ -19,14 +19,14 @@ Example::
     parser = argparse.ArgumentParser(prog="benchkit mine")
     add_size_argument(parser, gpu_sizes=("small", "xl"))
     add_output_arguments(parser, figures=True)
-    args = parser.parse_args(["--size", "tiny", "--format", "svg"])   # args.out: benchkit-results/mine
+    args = parser.parse_args(["--size", "tiny", "--format", "svg"])  # args.out: benchkit-results/mine
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -55,8 +55,11 @@ RESULTS_FOLDER = "benchkit-results"  # the default --out is RESULTS_FOLDER/<comm
 def add_device_argument(parser: argparse.ArgumentParser, *, ranks: bool = False) -> None:
     """``--device``: auto (default), cpu, cuda or cuda:N, for :func:`benchkit.devices.resolve_device`.
     With ``ranks`` (the distributed benchmarks: one GPU per rank), the help says what each means there."""
-    what = ("cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible" if ranks
-            else "auto (default: cuda if a GPU is visible), cpu, cuda or cuda:N")
+    what = (
+        "cuda: NCCL, one GPU per rank; cpu: gloo; auto (default): cuda if a GPU is visible"
+        if ranks
+        else "auto (default: cuda if a GPU is visible), cpu, cuda or cuda:N"
+    )
     parser.add_argument("--device", default="auto", help=what)
 
 
@@ -66,12 +69,18 @@ def default_sizes(device: torch.device, gpu_sizes: Sequence[str]) -> list[str]:
     return ["tiny"] if device.type == "cpu" else list(gpu_sizes)
 
 
-def add_size_argument(parser: argparse.ArgumentParser, *, gpu_sizes: Sequence[str], many: bool = True,
-                      what: str = "named model sizes") -> None:
+def add_size_argument(
+    parser: argparse.ArgumentParser, *, gpu_sizes: Sequence[str], many: bool = True, what: str = "named model sizes"
+) -> None:
     """``--size``: one or (with ``many``) several keys of :data:`benchkit.model.SIZES`;
     default None, for :func:`default_sizes` with ``gpu_sizes``."""
-    parser.add_argument("--size", choices=list(SIZES), default=None, **({"nargs": "+"} if many else {}),
-                        help=f"{what} (default: tiny on CPU, {' '.join(gpu_sizes)} on GPU)")
+    parser.add_argument(
+        "--size",
+        choices=list(SIZES),
+        default=None,
+        **({"nargs": "+"} if many else {}),
+        help=f"{what} (default: tiny on CPU, {' '.join(gpu_sizes)} on GPU)",
+    )
 
 
 def default_nproc(device: torch.device) -> list[int]:
@@ -82,23 +91,35 @@ def default_nproc(device: torch.device) -> list[int]:
 def add_nproc_argument(parser: argparse.ArgumentParser) -> None:
     """``--nproc N [N ...]``: numbers of ranks to start on this node, one run per value; default
     None, for :func:`default_nproc`."""
-    parser.add_argument("--nproc", type=positive_int, nargs="+", default=None, metavar="N",
-                        help="numbers of ranks to start on this node, one run each (default: one per visible GPU "
-                             "on CUDA, 2 on CPU); ignored under torchrun")
+    parser.add_argument(
+        "--nproc",
+        type=positive_int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="numbers of ranks to start on this node, one run each (default: one per visible GPU "
+        "on CUDA, 2 on CPU); ignored under torchrun",
+    )
 
 
-def add_precision_argument(parser: argparse.ArgumentParser, *, many: bool = False,
-                           default: Sequence[str] = ("fp32",)) -> None:
+def add_precision_argument(
+    parser: argparse.ArgumentParser, *, many: bool = False, default: Sequence[str] = ("fp32",)
+) -> None:
     """``--precision``: one or (with ``many``) several of :data:`benchkit.training.PRECISIONS`."""
-    parser.add_argument("--precision", choices=PRECISIONS, default=list(default) if many else default[0],
-                        **({"nargs": "+"} if many else {}),
-                        help=f"fp32, bf16 autocast, or fp16 autocast with loss scaling (default: {' '.join(default)})")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=list(default) if many else default[0],
+        **({"nargs": "+"} if many else {}),
+        help=f"fp32, bf16 autocast, or fp16 autocast with loss scaling (default: {' '.join(default)})",
+    )
 
 
 def add_attention_argument(parser: argparse.ArgumentParser) -> None:
     """``--attention``: the model's attention backend, one of :data:`benchkit.model.ATTENTION_BACKENDS`."""
-    parser.add_argument("--attention", choices=ATTENTION_BACKENDS, default="sdpa",
-                        help="attention backend (default: sdpa)")
+    parser.add_argument(
+        "--attention", choices=ATTENTION_BACKENDS, default="sdpa", help="attention backend (default: sdpa)"
+    )
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool, gpu_sizes: Sequence[str]) -> None:
@@ -107,36 +128,57 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, sweep: bool, gpu_
     ``--device``. With ``sweep``, ``--size``, ``--context-length`` and ``--precision`` take several values."""
     many = {"nargs": "+"} if sweep else {}
     add_size_argument(parser, gpu_sizes=gpu_sizes, many=sweep)
-    parser.add_argument("--context-length", type=positive_int, default=[256] if sweep else 256, metavar="T", **many,
-                        help="tokens per sequence (default: 256)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="sequences per step (default: 4)")
+    parser.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=[256] if sweep else 256,
+        metavar="T",
+        **many,
+        help="tokens per sequence (default: 256)",
+    )
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=4, metavar="B", help="sequences per step (default: 4)"
+    )
     add_precision_argument(parser, many=sweep)
     add_attention_argument(parser)
     parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     add_device_argument(parser)
 
 
-def add_rank_arguments(parser: argparse.ArgumentParser, *, gpu_sizes: Sequence[str], context_length: int,
-                       timeout_s: float) -> None:
+def add_rank_arguments(
+    parser: argparse.ArgumentParser, *, gpu_sizes: Sequence[str], context_length: int, timeout_s: float
+) -> None:
     """The options of the distributed benchmarks that mean the same in each: ``--size``,
     ``--context-length`` (default ``context_length``), ``--batch-size`` (per rank),
     ``--device``, ``--nproc`` and ``--timeout-s`` (default ``timeout_s``, see
     :func:`benchkit.ranks.run_on_ranks`)."""
     add_size_argument(parser, gpu_sizes=gpu_sizes)
-    parser.add_argument("--context-length", type=positive_int, default=context_length, metavar="T",
-                        help=f"tokens per sequence (default: {context_length})")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="sequences per rank and step, each rank its own (default: 4)")
+    parser.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=context_length,
+        metavar="T",
+        help=f"tokens per sequence (default: {context_length})",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=4,
+        metavar="B",
+        help="sequences per rank and step, each rank its own (default: 4)",
+    )
     add_device_argument(parser, ranks=True)
     add_nproc_argument(parser)
-    parser.add_argument("--timeout-s", type=positive_float, default=timeout_s, metavar="S",
-                        help=f"deadline of each spawned group of ranks, and the process group timeout "
-                             f"(default: {timeout_s:g})")
+    parser.add_argument(
+        "--timeout-s",
+        type=positive_float,
+        default=timeout_s,
+        metavar="S",
+        help=f"deadline of each spawned group of ranks, and the process group timeout (default: {timeout_s:g})",
+    )
 
 
-def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = None, *,
-                         figures: bool = False) -> None:
+def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = None, *, figures: bool = False) -> None:
     """Add ``--out DIR`` (default ``benchkit-results/<command>``), ``--csv`` and, with
     ``figures``, ``--format`` (png, svg or pdf, for :func:`benchkit.plot.save_figure`).
 
@@ -152,12 +194,13 @@ def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = 
         default=f"{RESULTS_FOLDER}/{name}",  # a string, so that argparse checks it with the type too
         metavar="DIR",
         help=f"folder for the result files (default: {RESULTS_FOLDER}/{name}); files of an earlier run "
-             f"there are replaced",
+        f"there are replaced",
     )
     parser.add_argument("--csv", action="store_true", help="also write the rows as CSV")
     if figures:
-        parser.add_argument("--format", choices=FORMATS, default="png",
-                            help="file format of the figures (default: png)")
+        parser.add_argument(
+            "--format", choices=FORMATS, default="png", help="file format of the figures (default: png)"
+        )
 
 
 def earlier_results_note(out: Path) -> str | None:
@@ -169,5 +212,7 @@ def earlier_results_note(out: Path) -> str | None:
     if not earlier:
         return None
     shown = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-    return (f"{out} already holds {len(earlier)} file{'s' if len(earlier) > 1 else ''} ({shown}); this run "
-            f"replaces those it writes again. Use --out DIR to keep runs apart")
+    return (
+        f"{out} already holds {len(earlier)} file{'s' if len(earlier) > 1 else ''} ({shown}); this run "
+        f"replaces those it writes again. Use --out DIR to keep runs apart"
+    )

@@ -15,7 +15,7 @@ Example::
     from benchkit.parallel_check import parallel_checks, parallel_plan
 
     plan = parallel_plan(torch.device("cpu"))
-    rows = parallel_checks(plan)               # 2 gloo processes, a few seconds
+    rows = parallel_checks(plan)  # 2 gloo processes, a few seconds
     assert all(row["ok"] for row in rows)
 """
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -99,9 +100,19 @@ class ParallelPlan:
 # invariance nearly hides, summing the ranks' gradients instead of averaging them,
 # moves parameters 6e-4 away (measured), far beyond the bound of 1e-10. The
 # deadline covers process start, imports and the 4 trainings of a few seconds each.
-CPU_PARALLEL = ParallelPlan(device_type="cpu", world_size=2, size="tiny", context_length=32, batch_per_rank=2,
-                            steps=5, lr=1e-3, bucket_size_mb=1.0, dtype=torch.float64, max_abs_tolerance=1e-10,
-                            timeout_s=120.0)
+CPU_PARALLEL = ParallelPlan(
+    device_type="cpu",
+    world_size=2,
+    size="tiny",
+    context_length=32,
+    batch_per_rank=2,
+    steps=5,
+    lr=1e-3,
+    bucket_size_mb=1.0,
+    dtype=torch.float64,
+    max_abs_tolerance=1e-10,
+    timeout_s=120.0,
+)
 # The GPU check: the small model (128.6M parameters) at context 256, 4 sequences per
 # rank (benchkit ddp's and zero's default), 5 AdamW steps at lr 1e-3, buckets of
 # 25 MiB (PyTorch DDP's default; small's 491 MiB of float32 gradients span about
@@ -111,9 +122,19 @@ CPU_PARALLEL = ParallelPlan(device_type="cpu", world_size=2, size="tiny", contex
 # not the precision. world_size is filled in by parallel_plan. The deadline:
 # starting a CUDA context and an NCCL communicator per process takes tens of
 # seconds, the 4 trainings seconds; a hang still ends.
-CUDA_PARALLEL = ParallelPlan(device_type="cuda", world_size=2, size="small", context_length=256, batch_per_rank=4,
-                             steps=5, lr=1e-3, bucket_size_mb=25.0, dtype=torch.float32, max_abs_tolerance=None,
-                             timeout_s=300.0)
+CUDA_PARALLEL = ParallelPlan(
+    device_type="cuda",
+    world_size=2,
+    size="small",
+    context_length=256,
+    batch_per_rank=4,
+    steps=5,
+    lr=1e-3,
+    bucket_size_mb=25.0,
+    dtype=torch.float32,
+    max_abs_tolerance=None,
+    timeout_s=300.0,
+)
 # At most this many GPUs take part (one rank each). 4 ranks already give ZeRO-1 owners
 # in the middle of the rank order and NCCL a ring of more than two; more would only
 # grow the global batch (4 sequences per rank) that the single-process reference
@@ -137,8 +158,11 @@ def parallel_plan(device: torch.device) -> ParallelPlan:
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     if gpus >= 2:
         world_size = min(gpus, MAX_CUDA_RANKS)
-        return dataclasses.replace(CUDA_PARALLEL, world_size=world_size, reason=(
-            f"{gpus} CUDA GPUs visible: one NCCL process on each of {world_size} (at most {MAX_CUDA_RANKS})"))
+        return dataclasses.replace(
+            CUDA_PARALLEL,
+            world_size=world_size,
+            reason=(f"{gpus} CUDA GPUs visible: one NCCL process on each of {world_size} (at most {MAX_CUDA_RANKS})"),
+        )
     if device.type == "cuda":
         reason = "1 CUDA GPU visible, and NCCL needs one GPU per process: the CPU check instead"
     else:
@@ -146,8 +170,9 @@ def parallel_plan(device: torch.device) -> ParallelPlan:
     return dataclasses.replace(CPU_PARALLEL, reason=reason)
 
 
-def compare_parameters(result: Iterable[torch.Tensor], reference: Iterable[torch.Tensor],
-                       initial: Iterable[torch.Tensor]) -> dict[str, float]:
+def compare_parameters(
+    result: Iterable[torch.Tensor], reference: Iterable[torch.Tensor], initial: Iterable[torch.Tensor]
+) -> dict[str, float]:
     """How far ``result`` ended from ``reference``, two trainings that started at ``initial``.
 
     Arguments:
@@ -200,8 +225,16 @@ def _adamw(params: Iterable[torch.nn.Parameter], plan: ParallelPlan, sharded: bo
 
 
 SETUPS = {"BucketedDDP + AdamW": False, "BucketedDDP + ZeRO-1 AdamW": True}  # setup -> sharded
-COLUMNS = ["setup", "world_size", "max_abs_param_diff", "rel_update_diff", "split_rel_update_diff",
-           "checked", "tolerance", "ok"]
+COLUMNS = [
+    "setup",
+    "world_size",
+    "max_abs_param_diff",
+    "rel_update_diff",
+    "split_rel_update_diff",
+    "checked",
+    "tolerance",
+    "ok",
+]
 
 
 def _parallel_rank(rank: int, world_size: int, plan: ParallelPlan) -> dict[str, dict[str, float]]:
@@ -220,14 +253,16 @@ def _parallel_rank(rank: int, world_size: int, plan: ParallelPlan) -> dict[str, 
 
     device = rank_device(plan.device_type)
     config = model_config(plan.size, plan.context_length)
-    inputs, targets = random_batch(config, world_size * plan.batch_per_rank, device=device,
-                                   generator=torch.Generator().manual_seed(1))
+    inputs, targets = random_batch(
+        config, world_size * plan.batch_per_rank, device=device, generator=torch.Generator().manual_seed(1)
+    )
     batches = list(zip(inputs.chunk(world_size), targets.chunk(world_size)))  # rank r's slice is batches[r]
     torch.manual_seed(0)
     initial = TransformerLM(config).to(device=device, dtype=plan.dtype)  # copied, never trained
 
-    def trained(batches: list[tuple[torch.Tensor, torch.Tensor]], sharded: bool = False,
-                parallel: bool = False) -> torch.nn.Module:
+    def trained(
+        batches: list[tuple[torch.Tensor, torch.Tensor]], sharded: bool = False, parallel: bool = False
+    ) -> torch.nn.Module:
         """A copy of ``initial`` after ``plan.steps`` steps on ``batches`` (micro-batches of int64
         (B, T) inputs and targets, their gradients accumulated), under ``BucketedDDP`` if ``parallel``."""
         model = copy.deepcopy(initial)
@@ -240,8 +275,9 @@ def _parallel_rank(rank: int, world_size: int, plan: ParallelPlan) -> dict[str, 
     reference = trained([(inputs, targets)])
     results = {}
     if rank == 0:  # the same on every rank: measured once
-        results["split"] = compare_parameters(trained(batches).parameters(), reference.parameters(),
-                                              initial.parameters())
+        results["split"] = compare_parameters(
+            trained(batches).parameters(), reference.parameters(), initial.parameters()
+        )
     for setup, sharded in SETUPS.items():
         model = trained([batches[rank]], sharded=sharded, parallel=True)
         results[setup] = compare_parameters(model.parameters(), reference.parameters(), initial.parameters())
@@ -255,14 +291,21 @@ def parallel_checks(plan: ParallelPlan) -> list[dict[str, Any]]:
     noise), the quantity checked, its tolerance (:func:`parallel_tolerance`) and ``ok``."""
     from ddp.launch import spawn
 
-    per_rank = spawn(_parallel_rank, plan.world_size, args=(plan,), backend=backend_for(plan.device_type),
-                     timeout_s=plan.timeout_s)
+    per_rank = spawn(
+        _parallel_rank, plan.world_size, args=(plan,), backend=backend_for(plan.device_type), timeout_s=plan.timeout_s
+    )
     split = per_rank[0]["split"]["rel_update_diff"]
     checked, tolerance = parallel_tolerance(plan, split)
     rows = []
     for setup in SETUPS:
-        row = {"setup": setup, "device": plan.device_type, "world_size": plan.world_size, "size": plan.size,
-               "dtype": plan.dtype, "steps": plan.steps}
+        row = {
+            "setup": setup,
+            "device": plan.device_type,
+            "world_size": plan.world_size,
+            "size": plan.size,
+            "dtype": plan.dtype,
+            "steps": plan.steps,
+        }
         for key in ("max_abs_param_diff", "rel_update_diff"):
             row[key] = max(results[setup][key] for results in per_rank)
         row.update(split_rel_update_diff=split, checked=checked, tolerance=tolerance, ok=row[checked] <= tolerance)
@@ -273,12 +316,16 @@ def parallel_checks(plan: ParallelPlan) -> list[dict[str, Any]]:
 def check_method(parallel: ParallelPlan) -> str:
     """A paragraph (Markdown) on how the check of ``parallel`` compares, for the report."""
     if parallel.max_abs_tolerance is not None:
-        return (f"The check: the largest absolute parameter difference (`max_abs_param_diff`) at most "
-                f"{parallel.max_abs_tolerance:g} (see `CPU_PARALLEL`: in float64 rounding leaves ~1e-14, "
-                f"summing instead of averaging the gradients ~6e-4).")
-    return (f"The results are not bitwise equal: a split batch is summed in another order (by cuBLAS, and by "
-            f"the all-reduce). The check: "
-            f"`rel_update_diff` (for the worst parameter tensor, the difference to the reference as a share of "
-            f"the reference's update of that tensor) at most {PARALLEL_NOISE_FACTOR:g} x the same measure of a "
-            f"single process that takes the global batch as {parallel.world_size} accumulated micro-batches "
-            f"(`split_rel_update_diff`: rounding noise alone).")
+        return (
+            f"The check: the largest absolute parameter difference (`max_abs_param_diff`) at most "
+            f"{parallel.max_abs_tolerance:g} (see `CPU_PARALLEL`: in float64 rounding leaves ~1e-14, "
+            f"summing instead of averaging the gradients ~6e-4)."
+        )
+    return (
+        f"The results are not bitwise equal: a split batch is summed in another order (by cuBLAS, and by "
+        f"the all-reduce). The check: "
+        f"`rel_update_diff` (for the worst parameter tensor, the difference to the reference as a share of "
+        f"the reference's update of that tensor) at most {PARALLEL_NOISE_FACTOR:g} x the same measure of a "
+        f"single process that takes the global batch as {parallel.world_size} accumulated micro-batches "
+        f"(`split_rel_update_diff`: rounding noise alone)."
+    )

@@ -20,19 +20,22 @@ Example::
 
     figure = line_plot(
         {"naive": ([128, 256, 512], [0.1, 0.4, None]), "sdpa": ([128, 256, 512], [0.05, 0.1, 0.3])},
-        title="Attention forward", xlabel="sequence length", ylabel="ms", log_x=True, log_y=True,
+        title="Attention forward",
+        xlabel="sequence length",
+        ylabel="ms",
+        log_x=True,
+        log_y=True,
     )
-    save_figure(figure, "/tmp", "attention", "svg")          # /tmp/attention.svg
-    figure = bar_plot(["small", "medium"], {"fp32": [12.0, 30.0], "bf16": [5.0, 11.0]},
-                      title="Step time", ylabel="ms")
-    save_figure(figure, "/tmp", "steps")                     # /tmp/steps.png
+    save_figure(figure, "/tmp", "attention", "svg")  # /tmp/attention.svg
+    figure = bar_plot(["small", "medium"], {"fp32": [12.0, 30.0], "bf16": [5.0, 11.0]}, title="Step time", ylabel="ms")
+    save_figure(figure, "/tmp", "steps")  # /tmp/steps.png
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure

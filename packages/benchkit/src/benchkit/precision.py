@@ -27,7 +27,7 @@ Example::
 
     from benchkit.precision import StepTimeSweep, accumulation_rows, step_time_rows
 
-    print(accumulation_rows(0.01, 1000))               # the bf16 sum stalls at 4.0
+    print(accumulation_rows(0.01, 1000))  # the bf16 sum stalls at 4.0
     print(step_time_rows(StepTimeSweep(sizes=("tiny",), context_length=32, warmup=1, steps=2), device="cpu"))
 """
 
@@ -62,8 +62,14 @@ __all__ = [
 PARTS = ("accumulation", "autocast", "step-time")
 # (accumulator, addend) pairs: each precision on its own, then low-precision
 # addends summed into an fp32 accumulator as mixed precision does.
-ACCUMULATIONS = [("fp64", "fp64"), ("fp32", "fp32"), ("fp16", "fp16"), ("bf16", "bf16"),
-                 ("fp32", "fp16"), ("fp32", "bf16")]
+ACCUMULATIONS = [
+    ("fp64", "fp64"),
+    ("fp32", "fp32"),
+    ("fp16", "fp16"),
+    ("bf16", "bf16"),
+    ("fp32", "fp16"),
+    ("fp32", "bf16"),
+]
 AUTOCAST_DTYPES = ("fp16", "bf16")
 # The sizes whose step time is measured on a GPU when none are named: every named size but tiny.
 GPU_SIZES = ("small", "medium", "large", "xl", "2.7B")
@@ -98,16 +104,18 @@ def accumulation_rows(value: float, count: int) -> list[dict[str, Any]]:
         else:
             abs_error = rel_error = math.inf
             note = overflow_note(accumulator, addend, addend_value)
-        rows.append({
-            "accumulator": accumulator,
-            "addend": addend,
-            "addend_value": addend_value,
-            "sum": result,
-            "exact": exact_float,
-            "abs_error": abs_error,
-            "rel_error": rel_error,
-            "note": note,
-        })
+        rows.append(
+            {
+                "accumulator": accumulator,
+                "addend": addend,
+                "addend_value": addend_value,
+                "sum": result,
+                "exact": exact_float,
+                "abs_error": abs_error,
+                "rel_error": rel_error,
+                "note": note,
+            }
+        )
     return rows
 
 
@@ -165,7 +173,9 @@ def autocast_rows(device: torch.device, batch_size: int = 8) -> list[dict[str, A
         model = SmallModel().to(device)
         outputs: list[tuple[str, torch.dtype]] = []
         hooks = [
-            module.register_forward_hook(lambda mod, args, out, label=label: outputs.append((label, out.dtype)))
+            module.register_forward_hook(
+                lambda mod, args, out, label=label, outputs=outputs: outputs.append((label, out.dtype))
+            )
             for label, module in model.named_children()
         ]
         x = torch.randn(batch_size, model.fc1.in_features, device=device)
@@ -179,8 +189,14 @@ def autocast_rows(device: torch.device, batch_size: int = 8) -> list[dict[str, A
         for label, dtype in outputs:
             module = getattr(model, label)
             params = sorted({dtype_name(p.dtype) for p in module.parameters()})
-            rows.append({"autocast": name, "tensor": f"{label} ({type(module).__name__}) output",
-                         "dtype": dtype_name(dtype), "note": f"parameters {', '.join(params) or 'none'}"})
+            rows.append(
+                {
+                    "autocast": name,
+                    "tensor": f"{label} ({type(module).__name__}) output",
+                    "dtype": dtype_name(dtype),
+                    "note": f"parameters {', '.join(params) or 'none'}",
+                }
+            )
         rows.append({"autocast": name, "tensor": "logits", "dtype": dtype_name(logits.dtype), "note": ""})
         rows.append({"autocast": name, "tensor": "loss (cross_entropy)", "dtype": dtype_name(loss.dtype), "note": ""})
         grads = sorted({dtype_name(p.grad.dtype) for p in model.parameters()})
@@ -206,11 +222,25 @@ def step_time_rows(sweep: StepTimeSweep, device: torch.device | str) -> list[dic
     rows = []
     cells = [(size, precision) for size in sweep.sizes for precision in sweep.precisions]
     for size, precision in progress(cells, desc="precision step-time"):
-        row: dict[str, Any] = {"size": size, "precision": precision, "context_length": sweep.context_length,
-                               "batch_size": sweep.batch_size, "step_ms": None, "step_std_ms": None}
-        result = benchmark(WorkloadSettings(size=size, context_length=sweep.context_length,
-                                            batch_size=sweep.batch_size, precision=precision,
-                                            warmup=sweep.warmup, steps=sweep.steps), device)
+        row: dict[str, Any] = {
+            "size": size,
+            "precision": precision,
+            "context_length": sweep.context_length,
+            "batch_size": sweep.batch_size,
+            "step_ms": None,
+            "step_std_ms": None,
+        }
+        result = benchmark(
+            WorkloadSettings(
+                size=size,
+                context_length=sweep.context_length,
+                batch_size=sweep.batch_size,
+                precision=precision,
+                warmup=sweep.warmup,
+                steps=sweep.steps,
+            ),
+            device,
+        )
         if result["status"] == "ok":
             row["step_ms"], row["step_std_ms"] = result["step"].mean * 1e3, result["step"].std * 1e3
         else:

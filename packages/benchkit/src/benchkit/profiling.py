@@ -19,7 +19,7 @@ Example::
     from benchkit.workload import WorkloadSettings
 
     result = profile_workload(WorkloadSettings(size="tiny", context_length=32, warmup=1, steps=2), device="cpu")
-    print(result.summary)                               # ms per step and matmul share per phase
+    print(result.summary)  # ms per step and matmul share per phase
     result.profiler.export_chrome_trace("/tmp/trace.json")
 """
 
@@ -29,7 +29,8 @@ import bisect
 import collections
 import dataclasses
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity
@@ -107,10 +108,14 @@ def phase_summary(rows: list[dict[str, Any]], phases: Iterable[str], steps: int)
         in_phase = [r for r in rows if r["phase"] == phase]
         total = sum(r["time_us"] for r in in_phase)
         matmul = sum(r["time_us"] for r in in_phase if r["matmul"])
-        summary.append({
-            "phase": phase, "ms_per_step": total / 1e3 / steps, "matmul_pct": 100 * matmul / total if total else None,
-            "distinct_names": len(in_phase),
-        })
+        summary.append(
+            {
+                "phase": phase,
+                "ms_per_step": total / 1e3 / steps,
+                "matmul_pct": 100 * matmul / total if total else None,
+                "distinct_names": len(in_phase),
+            }
+        )
     return summary
 
 
@@ -133,8 +138,13 @@ def profile_workload(settings: WorkloadSettings, device: torch.device | str) -> 
     """Build ``settings``' workload on ``device``, run ``settings.warmup`` steps, then profile
     ``settings.steps`` steps of ``settings.mode`` (see the module docstring)."""
     device = torch.device(device)
-    workload = Workload(settings.model_config(), batch_size=settings.batch_size, device=device,
-                        precision=settings.precision, compile=settings.compile)
+    workload = Workload(
+        settings.model_config(),
+        batch_size=settings.batch_size,
+        device=device,
+        precision=settings.precision,
+        compile=settings.compile,
+    )
     timer = PhaseTimer(device)  # it synchronizes the device at the end of each phase: see the attribution above
     for _ in range(settings.warmup):
         workload.step(settings.mode, timer)

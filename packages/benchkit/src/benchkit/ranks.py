@@ -14,8 +14,10 @@ Example::
 
     from benchkit.ranks import run_on_ranks
 
+
     def measure(rank, world_size, steps):
         return {"rank": rank, "steps": steps}
+
 
     results = run_on_ranks(measure, nproc=2, device_type="cpu", timeout_s=60, args=(10,))
     if results is not None:  # None on the ranks other than 0 under torchrun
@@ -30,14 +32,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
-from ddp.launch import spawn
 
 from benchkit.errors import BenchkitError
 from benchkit.model import SIZES
+from ddp.launch import spawn
 
 __all__ = [
     "GPU_SIZES",
@@ -88,8 +91,10 @@ def rank_device_type(device: torch.device) -> str:
     """The ``device_type`` of ranks asked for with ``--device`` resolved to ``device``: one GPU per
     rank on CUDA, so ``cuda:N`` (one GPU named) is refused with a :class:`~benchkit.errors.BenchkitError`."""
     if device.index is not None:
-        raise BenchkitError(f"--device {device} names one GPU, but the ranks take one GPU each: "
-                            f"use --device cuda (and --nproc), or CUDA_VISIBLE_DEVICES to choose the GPUs")
+        raise BenchkitError(
+            f"--device {device} names one GPU, but the ranks take one GPU each: "
+            f"use --device cuda (and --nproc), or CUDA_VISIBLE_DEVICES to choose the GPUs"
+        )
     return device.type
 
 
@@ -151,8 +156,9 @@ def run_on_ranks(
     backend = backend_for(device_type)
     if not launched_by_torchrun():
         if device_type == "cuda" and nproc > torch.cuda.device_count():
-            raise BenchkitError(f"--nproc {nproc} needs {nproc} GPUs (one per rank), "
-                                f"but {torch.cuda.device_count()} are visible")
+            raise BenchkitError(
+                f"--nproc {nproc} needs {nproc} GPUs (one per rank), but {torch.cuda.device_count()} are visible"
+            )
         return spawn(fn, nproc, args=args, backend=backend, timeout_s=timeout_s)
 
     if device_type == "cuda":

@@ -12,7 +12,7 @@ Example::
 
     rows = [{"size": "tiny", "forward_ms": 1.234}, {"size": "small", "forward_ms": 20.5}]
     print(format_table(rows))
-    path = write_results(tempfile.mkdtemp(), "model", rows, csv=True)   # .../model.json (+ model.csv)
+    path = write_results(tempfile.mkdtemp(), "model", rows, csv=True)  # .../model.json (+ model.csv)
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy
 import torch
@@ -186,9 +187,7 @@ def write_results(
             writer = csv_module.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             for row in document["rows"]:
-                writer.writerow(
-                    {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
-                )
+                writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
     return json_path
 
 
@@ -219,10 +218,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | Non
     columns = list(columns) if columns is not None else _columns(rows)
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
-    numeric = [
-        all(isinstance(row.get(c), (int, float)) or row.get(c) is None for row in rows)
-        for c in columns
-    ]
+    numeric = [all(isinstance(row.get(c), (int, float)) or row.get(c) is None for row in rows) for c in columns]
 
     def line(values: Sequence[str]) -> str:
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]

@@ -14,7 +14,7 @@ Example::
     for _ in range(3):
         with timer.phase("forward"):
             sum(range(10_000))
-    stats = timer.summary()["forward"]   # Stats over 3 samples, in seconds
+    stats = timer.summary()["forward"]  # Stats over 3 samples, in seconds
     print(f"{stats.mean * 1e3:.3f} ms ± {stats.std * 1e3:.3f} ms")
 """
 
@@ -25,7 +25,7 @@ import dataclasses
 import math
 import statistics
 import timeit
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -111,7 +111,7 @@ class PhaseTimer:
         """Forget every sample."""
         self.samples.clear()
 
-    def extend(self, other: "PhaseTimer") -> None:
+    def extend(self, other: PhaseTimer) -> None:
         """Append ``other``'s samples to this timer's, phase by phase (to pool repeated runs)."""
         for name, values in other.samples.items():
             self.samples.setdefault(name, []).extend(values)

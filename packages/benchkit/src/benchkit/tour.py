@@ -21,7 +21,7 @@ Example::
     from benchkit.tour import run_model_section, tour_plan
 
     plan = tour_plan(torch.device("cpu"))
-    rows = run_model_section(plan.model, torch.device("cpu"))   # one row per size and precision
+    rows = run_model_section(plan.model, torch.device("cpu"))  # one row per size and precision
 """
 
 from __future__ import annotations
@@ -43,10 +43,28 @@ from benchkit.workload import WorkloadSettings, benchmark, table_rows
 
 __all__ = ["ATTENTION_COLUMNS", "PLANS", "ModelSection", "Tour", "TourPlan", "run_model_section", "tour_plan"]
 
-ATTENTION_COLUMNS = ["implementation", "backend", "dtype", "seq_len", "head_dim", "forward_ms", "backward_ms",
-                     "forward_backward_ms", "peak_memory_mib", "status"]
-ACCOUNTING_COLUMNS = ["device", "devices", "total_gb", "fits", "compute_ms", "comm_ms", "bound_by",
-                      "compute_bound_batch"]
+ATTENTION_COLUMNS = [
+    "implementation",
+    "backend",
+    "dtype",
+    "seq_len",
+    "head_dim",
+    "forward_ms",
+    "backward_ms",
+    "forward_backward_ms",
+    "peak_memory_mib",
+    "status",
+]
+ACCOUNTING_COLUMNS = [
+    "device",
+    "devices",
+    "total_gb",
+    "fits",
+    "compute_ms",
+    "comm_ms",
+    "bound_by",
+    "compute_bound_batch",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,9 +80,18 @@ class ModelSection:
 
     def settings(self) -> list[WorkloadSettings]:
         """One :class:`~benchkit.workload.WorkloadSettings` per (size, precision), sizes outermost."""
-        return [WorkloadSettings(size=size, context_length=self.context_length, batch_size=self.batch_size,
-                                 precision=precision, warmup=self.warmup, steps=self.steps)
-                for size in self.sizes for precision in self.precisions]
+        return [
+            WorkloadSettings(
+                size=size,
+                context_length=self.context_length,
+                batch_size=self.batch_size,
+                precision=precision,
+                warmup=self.warmup,
+                steps=self.steps,
+            )
+            for size in self.sizes
+            for precision in self.precisions
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,16 +109,35 @@ class TourPlan:
 # the N^2 score matrix starts to matter.
 PLANS: dict[str, TourPlan] = {
     "cpu": TourPlan(
-        model=ModelSection(sizes=("tiny",), context_length=128, batch_size=4, precisions=("fp32", "bf16"),
-                           warmup=2, steps=5),
-        attention=AttentionSweep(seq_lens=(32, 64, 128), head_dims=(16,), dtypes=("fp32",),
-                                 implementations=("naive", "sdpa", "flashattn2"), heads=2, reps=2),
+        model=ModelSection(
+            sizes=("tiny",), context_length=128, batch_size=4, precisions=("fp32", "bf16"), warmup=2, steps=5
+        ),
+        attention=AttentionSweep(
+            seq_lens=(32, 64, 128),
+            head_dims=(16,),
+            dtypes=("fp32",),
+            implementations=("naive", "sdpa", "flashattn2"),
+            heads=2,
+            reps=2,
+        ),
     ),
     "cuda": TourPlan(
-        model=ModelSection(sizes=("small", "medium", "large"), context_length=256, batch_size=4,
-                           precisions=("fp32", "bf16"), warmup=5, steps=10),
-        attention=AttentionSweep(seq_lens=(1024, 4096, 16384), head_dims=(64,), dtypes=("bf16",),
-                                 implementations=("naive", "sdpa", "flashattn2"), heads=16, reps=10),
+        model=ModelSection(
+            sizes=("small", "medium", "large"),
+            context_length=256,
+            batch_size=4,
+            precisions=("fp32", "bf16"),
+            warmup=5,
+            steps=10,
+        ),
+        attention=AttentionSweep(
+            seq_lens=(1024, 4096, 16384),
+            head_dims=(64,),
+            dtypes=("bf16",),
+            implementations=("naive", "sdpa", "flashattn2"),
+            heads=16,
+            reps=10,
+        ),
     ),
 }
 
@@ -120,7 +166,8 @@ def plot_model_phases(rows: list[dict[str, Any]], section: ModelSection) -> Figu
     return bar_plot(
         [f"{r['size']} {r['precision']}" for r in ok_rows],
         {phase: [r["phases"][phase].mean * 1e3 for r in ok_rows] for phase in ("forward", "backward", "optimizer")},
-        title=f"Train-step phases, context {section.context_length}, batch {section.batch_size}", ylabel="ms (mean)",
+        title=f"Train-step phases, context {section.context_length}, batch {section.batch_size}",
+        ylabel="ms (mean)",
     )
 
 
@@ -159,10 +206,12 @@ class Tour:
 
     def rows(self) -> list[dict[str, Any]]:
         """Every section's rows, each with its ``section``: model, attention, parallel, accounting."""
-        return ([{"section": "model", **r} for r in self.model_rows]
-                + [{"section": "attention", **r} for r in self.attention_rows]
-                + [{"section": "parallel", **r} for r in self.parallel_rows]
-                + [{"section": "accounting", **r} for r in self.accounting.rows])
+        return (
+            [{"section": "model", **r} for r in self.model_rows]
+            + [{"section": "attention", **r} for r in self.attention_rows]
+            + [{"section": "parallel", **r} for r in self.parallel_rows]
+            + [{"section": "accounting", **r} for r in self.accounting.rows]
+        )
 
     def flashattn2_note(self) -> str:
         """Which flashattn2 ran in the attention section, and what that means for its times."""

@@ -40,7 +40,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -141,8 +142,9 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=_AUTOCAST_DTYPES[self.precision])
 
     @contextlib.contextmanager
-    def _phase(self, timer: PhaseTimer | None, name: str, annotate: bool,
-               after_phase: Callable[[str], None] | None) -> Iterator[None]:
+    def _phase(
+        self, timer: PhaseTimer | None, name: str, annotate: bool, after_phase: Callable[[str], None] | None
+    ) -> Iterator[None]:
         with contextlib.ExitStack() as stack:
             if annotate:
                 stack.enter_context(torch.profiler.record_function(name))
@@ -176,9 +178,12 @@ class Trainer:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.optimizer.zero_grad(set_to_none=self._set_to_none)
         count = len(self.batches)
-        with self._phase(timer, "forward", annotate, after_phase):
-            with torch.set_grad_enabled(mode != "forward"), self.autocast():
-                losses = [lm_loss(self.forward_module(inputs), targets) for inputs, targets in self.batches]
+        with (
+            self._phase(timer, "forward", annotate, after_phase),
+            torch.set_grad_enabled(mode != "forward"),
+            self.autocast(),
+        ):
+            losses = [lm_loss(self.forward_module(inputs), targets) for inputs, targets in self.batches]
         if mode != "forward":
             with self._phase(timer, "backward", annotate, after_phase):
                 for loss in losses:

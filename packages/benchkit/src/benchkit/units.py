@@ -10,9 +10,9 @@ Example::
 
     from benchkit.units import DTYPES, MIB, dtype_name
 
-    DTYPES["bf16"]                      # torch.bfloat16
-    dtype_name(DTYPES["bf16"])          # "bf16"
-    (2**30) / MIB                       # 1024.0
+    DTYPES["bf16"]  # torch.bfloat16
+    dtype_name(DTYPES["bf16"])  # "bf16"
+    (2**30) / MIB  # 1024.0
 """
 
 from __future__ import annotations

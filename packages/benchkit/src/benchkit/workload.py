@@ -9,8 +9,7 @@ Example::
 
     from benchkit.workload import WorkloadSettings, benchmark
 
-    row = benchmark(WorkloadSettings(size="tiny", context_length=64, precision="bf16", warmup=1, steps=3),
-                    device="cpu")
+    row = benchmark(WorkloadSettings(size="tiny", context_length=64, precision="bf16", warmup=1, steps=3), device="cpu")
     print(row["step"].mean, "seconds per training step", row["tokens_per_s"], "tokens/s")
 """
 
@@ -79,8 +78,13 @@ class Workload(Trainer):
         self.config = config
         self.batch_size = batch_size
         self.inputs, self.targets = random_batch(config, batch_size, device=device, generator=generator)
-        super().__init__(model, optimizer, [(self.inputs, self.targets)], precision=precision,
-                         wrapper=torch.compile(model) if compile else None)
+        super().__init__(
+            model,
+            optimizer,
+            [(self.inputs, self.targets)],
+            precision=precision,
+            wrapper=torch.compile(model) if compile else None,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,9 +114,12 @@ class WorkloadSettings:
     steps: int = 10
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("size", self.size, SIZES), ("mode", self.mode, MODES),
-                                     ("precision", self.precision, PRECISIONS),
-                                     ("attention", self.attention, ATTENTION_BACKENDS)):
+        for name, value, allowed in (
+            ("size", self.size, SIZES),
+            ("mode", self.mode, MODES),
+            ("precision", self.precision, PRECISIONS),
+            ("attention", self.attention, ATTENTION_BACKENDS),
+        ):
             if value not in allowed:
                 raise ValueError(f"WorkloadSettings.{name} must be one of {tuple(allowed)}, got {value!r}")
         if self.warmup < 0 or self.steps < 1:
@@ -137,14 +144,26 @@ def benchmark(settings: WorkloadSettings, device: torch.device | str) -> dict[st
     device = torch.device(device)
     config = settings.model_config()
     row: dict[str, Any] = dict(
-        size=settings.size, parameters=parameter_count(config), context_length=settings.context_length,
-        batch_size=settings.batch_size, mode=settings.mode, precision=settings.precision,
-        attention=settings.attention, compile=settings.compile, warmup=settings.warmup, steps=settings.steps,
+        size=settings.size,
+        parameters=parameter_count(config),
+        context_length=settings.context_length,
+        batch_size=settings.batch_size,
+        mode=settings.mode,
+        precision=settings.precision,
+        attention=settings.attention,
+        compile=settings.compile,
+        warmup=settings.warmup,
+        steps=settings.steps,
     )
     workload = stats = None
     try:
-        workload = Workload(config, batch_size=settings.batch_size, device=device, precision=settings.precision,
-                            compile=settings.compile)
+        workload = Workload(
+            config,
+            batch_size=settings.batch_size,
+            device=device,
+            precision=settings.precision,
+            compile=settings.compile,
+        )
         stats = measure(workload, settings.mode, warmup=settings.warmup, steps=settings.steps)
     except torch.OutOfMemoryError:
         pass  # recorded below; memory is freed once the exception (and its frames) are gone
@@ -156,8 +175,11 @@ def benchmark(settings: WorkloadSettings, device: torch.device | str) -> dict[st
     flops = model_flops(config, settings.batch_size, settings.context_length, backward=settings.mode != "forward")
     peak = None
     if device.type == "cuda":
-        peak = peak_flops(torch.cuda.get_device_name(device), settings.precision,
-                          float32_matmul_precision=torch.get_float32_matmul_precision())
+        peak = peak_flops(
+            torch.cuda.get_device_name(device),
+            settings.precision,
+            float32_matmul_precision=torch.get_float32_matmul_precision(),
+        )
     return {
         **row,
         "status": "ok",
@@ -174,18 +196,29 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The printed view of :func:`benchmark` rows: parameters in millions, times in milliseconds, MFU in percent."""
     printed = []
     for row in rows:
-        line = {"size": row["size"], "params_M": row["parameters"] / 1e6, "ctx": row["context_length"],
-                "mode": row["mode"], "prec": row["precision"]}
+        line = {
+            "size": row["size"],
+            "params_M": row["parameters"] / 1e6,
+            "ctx": row["context_length"],
+            "mode": row["mode"],
+            "prec": row["precision"],
+        }
         if row["status"] != "ok":
             printed.append({**line, "status": row["status"]})
             continue
         for phase, short in (("forward", "fwd_ms"), ("backward", "bwd_ms"), ("optimizer", "opt_ms")):
             line[short] = row["phases"][phase].mean * 1e3 if phase in row["phases"] else None
         step = row["step"]
-        line.update({
-            "step_ms": step.mean * 1e3, "std_ms": step.std * 1e3, "median_ms": step.median * 1e3,
-            "min_ms": step.min * 1e3, "max_ms": step.max * 1e3, "tokens/s": row["tokens_per_s"],
-            "MFU_%": row["mfu"] * 100 if row["mfu"] is not None else None,
-        })
+        line.update(
+            {
+                "step_ms": step.mean * 1e3,
+                "std_ms": step.std * 1e3,
+                "median_ms": step.median * 1e3,
+                "min_ms": step.min * 1e3,
+                "max_ms": step.max * 1e3,
+                "tokens/s": row["tokens_per_s"],
+                "MFU_%": row["mfu"] * 100 if row["mfu"] is not None else None,
+            }
+        )
         printed.append(line)
     return printed

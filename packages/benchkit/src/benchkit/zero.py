@@ -37,7 +37,6 @@ Example::
     print([(r["variant"], r["state_MiB"], r["predicted_state_MiB"]) for r in rows])
 """
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -65,9 +64,20 @@ ADAMW_STATE_BYTES_PER_ELEMENT = 8
 
 TIME_COLUMNS = ["size", "nproc", "variant", "step_ms", "step_ms_std", "optimizer_ms", "optimizer_ms_std"]
 MEMORY_COLUMNS = [
-    "size", "nproc", "variant", "model_MiB", "before_step_MiB", "predicted_before_step_MiB", "after_step_MiB",
-    "peak_step_MiB", "state_MiB", "predicted_state_MiB", "state_bound_MiB", "state_vs_bound",
-    "saving_MiB", "predicted_saving_MiB",
+    "size",
+    "nproc",
+    "variant",
+    "model_MiB",
+    "before_step_MiB",
+    "predicted_before_step_MiB",
+    "after_step_MiB",
+    "peak_step_MiB",
+    "state_MiB",
+    "predicted_state_MiB",
+    "state_bound_MiB",
+    "state_vs_bound",
+    "saving_MiB",
+    "predicted_saving_MiB",
 ]
 
 
@@ -206,31 +216,33 @@ def combine(per_rank: list[list[dict[str, Any]]], world_size: int, context_lengt
         state = max(r["state_bytes"] for r in ranks)
         step, opt = summarize(first["step_s"]), summarize(first["optimizer_s"])
 
-        def worst(key: str) -> float | None:
+        def worst(key: str, ranks=ranks) -> float | None:
             values = [r[key] for r in ranks]
             return None if values[0] is None else _mib(max(values))
 
-        rows.append({
-            "size": first["size"],
-            "nproc": world_size,
-            "variant": first["variant"],
-            "parameters": sum(sizes),
-            "step_ms": step.mean * 1e3,
-            "step_ms_std": step.std * 1e3,
-            "optimizer_ms": opt.mean * 1e3,
-            "optimizer_ms_std": opt.std * 1e3,
-            "model_MiB": worst("model_bytes"),
-            "before_step_MiB": worst("before_step_bytes"),
-            "predicted_before_step_MiB": _mib(prediction.param_bytes + prediction.grad_bytes + predicted_state),
-            "after_step_MiB": worst("after_step_bytes"),
-            "peak_step_MiB": worst("peak_step_bytes"),
-            "state_MiB": _mib(state),
-            "state_per_rank_MiB": [_mib(r["state_bytes"]) for r in ranks],
-            "predicted_state_MiB": _mib(predicted_state),
-            "state_bound_MiB": _mib(bound),
-            "state_vs_bound": state / bound,
-            "predicted_saving_MiB": _mib(prediction.unsharded_state_bytes - predicted_state),
-        })
+        rows.append(
+            {
+                "size": first["size"],
+                "nproc": world_size,
+                "variant": first["variant"],
+                "parameters": sum(sizes),
+                "step_ms": step.mean * 1e3,
+                "step_ms_std": step.std * 1e3,
+                "optimizer_ms": opt.mean * 1e3,
+                "optimizer_ms_std": opt.std * 1e3,
+                "model_MiB": worst("model_bytes"),
+                "before_step_MiB": worst("before_step_bytes"),
+                "predicted_before_step_MiB": _mib(prediction.param_bytes + prediction.grad_bytes + predicted_state),
+                "after_step_MiB": worst("after_step_bytes"),
+                "peak_step_MiB": worst("peak_step_bytes"),
+                "state_MiB": _mib(state),
+                "state_per_rank_MiB": [_mib(r["state_bytes"]) for r in ranks],
+                "predicted_state_MiB": _mib(predicted_state),
+                "state_bound_MiB": _mib(bound),
+                "state_vs_bound": state / bound,
+                "predicted_saving_MiB": _mib(prediction.unsharded_state_bytes - predicted_state),
+            }
+        )
     _add_savings(rows)
     return rows
 
@@ -257,8 +269,10 @@ def plot_rows(rows: list[dict[str, Any]], memory_key: str) -> dict[str, Figure]:
         return {v: [table.get((g, v)) for g in groups] for v in variants}
 
     return {
-        "zero_step_ms": bar_plot(groups, series("step_ms"), title="ms per training step (size x processes)",
-                                 ylabel="ms"),
-        "zero_memory": bar_plot(groups, series(memory_key), title=f"{memory_key} per rank (largest rank)",
-                                ylabel="MiB"),
+        "zero_step_ms": bar_plot(
+            groups, series("step_ms"), title="ms per training step (size x processes)", ylabel="ms"
+        ),
+        "zero_memory": bar_plot(
+            groups, series(memory_key), title=f"{memory_key} per rank (largest rank)", ylabel="MiB"
+        ),
     }

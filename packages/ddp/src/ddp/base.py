@@ -29,7 +29,7 @@ import functools
 import hashlib
 import itertools
 import weakref
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -77,21 +77,21 @@ def _sparse_layers(module: nn.Module) -> list[str]:
     ]
 
 
-def _backward_completed(wrapper: "weakref.ref[DataParallel]", task: int) -> None:
+def _backward_completed(wrapper: weakref.ref[DataParallel], task: int) -> None:
     """Autograd callback at the end of a backward pass; autograd runs it only if the pass did not raise."""
     live = wrapper()
     if live is not None and live._backward_task == task:
         live._backward_task = None
 
 
-def _grad_hook(wrapper: "weakref.ref[DataParallel]", index: int, param: torch.Tensor) -> None:
+def _grad_hook(wrapper: weakref.ref[DataParallel], index: int, param: torch.Tensor) -> None:
     """Post-accumulate-grad hook: forwards to the wrapper while it is alive."""
     live = wrapper()
     if live is not None:
         live._grad_hook(index)
 
 
-def _accumulate_hook(wrapper: "weakref.ref[DataParallel]", index: int, grad: torch.Tensor) -> None:
+def _accumulate_hook(wrapper: weakref.ref[DataParallel], index: int, grad: torch.Tensor) -> None:
     """Tensor hook on a parameter: runs before backward adds ``grad`` into its ``.grad``.
 
     Returns ``None``, so the gradient passes unchanged; an exception raised here
@@ -298,9 +298,9 @@ class DataParallel(nn.Module, abc.ABC):
 
             try:
                 loss_fn(model(x), y).backward()
-            except FloatingPointError:          # raised on every rank (see the README if on some only)
+            except FloatingPointError:  # raised on every rank (see the README if on some only)
                 model.abandon_gradient_synchronization()
-                continue                        # skip this batch
+                continue  # skip this batch
             model.finish_gradient_synchronization()
             optimizer.step()
 
@@ -502,4 +502,3 @@ class DataParallel(nn.Module, abc.ABC):
 
     def extra_repr(self) -> str:
         return f"world_size={self.world_size}, compress_bf16={self.compress_bf16}"
-

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -180,7 +180,7 @@ class BucketedDDP(DataParallel):
         model = BucketedDDP(net, bucket_size_mb=25.0)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         for step in range(3):
-            optimizer.zero_grad(set_to_none=False)   # keeps .grad as bucket views
+            optimizer.zero_grad(set_to_none=False)  # keeps .grad as bucket views
             model(torch.randn(4, 8)).square().mean().backward()
             model.finish_gradient_synchronization()
             optimizer.step()
@@ -314,5 +314,7 @@ class BucketedDDP(DataParallel):
         self._average_into(bucket.buffer, bucket.buffer if bucket.wire is None else bucket.wire)
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, bucket_size_mb={self.bucket_size_mb}, "
-                f"first_bucket_mb={self.first_bucket_mb}, buckets={len(self._buckets)}")
+        return (
+            f"{super().extra_repr()}, bucket_size_mb={self.bucket_size_mb}, "
+            f"first_bucket_mb={self.first_bucket_mb}, buckets={len(self._buckets)}"
+        )

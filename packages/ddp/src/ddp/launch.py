@@ -16,10 +16,12 @@ Example::
     import torch.distributed as dist
     from ddp.launch import spawn
 
+
     def total(rank, world_size, base):
         x = torch.tensor([base + rank], dtype=torch.float64)
         dist.all_reduce(x)
         return x.item()
+
 
     assert spawn(total, world_size=3, args=(10.0,)) == [33.0, 33.0, 33.0]
 """
@@ -38,13 +40,14 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["find_free_port", "spawn", "DistributedRunError"]
+__all__ = ["DistributedRunError", "find_free_port", "spawn"]
 
 
 # After a rank fails, the others usually fail soon too (their collectives with it
@@ -100,7 +103,7 @@ def _run_rank(
     call: bytes,
     import_root: str | None,
     timeout_s: float,
-    results: "mp.Queue[tuple[int, bool, Any]]",
+    results: mp.Queue[tuple[int, bool, Any]],
     stack_file: str,
 ) -> None:
     if _STACK_SIGNAL is not None:
@@ -138,7 +141,7 @@ def _run_rank(
         # Pickled here, by value: torch's multiprocessing queue would otherwise pass
         # tensors as shared-memory handles, which die with this process.
         results.put((rank, True, pickle.dumps(value)))
-    except BaseException:  # noqa: BLE001 - every failure must reach the parent
+    except BaseException:
         results.put((rank, False, traceback.format_exc()))
 
 
@@ -220,11 +223,7 @@ def spawn(
             try:
                 rank, ok, payload = results.get(timeout=0.2)
             except queue.Empty:
-                dead = [
-                    r
-                    for r, p in enumerate(procs)
-                    if not p.is_alive() and r not in values and r not in failures
-                ]
+                dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in values and r not in failures]
                 # A rank that exited without reporting (killed, segfault) can never report;
                 # give the queue a moment in case its result is still in flight.
                 if dead and results.empty():
@@ -239,9 +238,8 @@ def spawn(
                     if failures:
                         break
                     raise DistributedRunError(
-                        f"ranks {running} of {world_size} still running after timeout_s={timeout_s}"
-                        f"{unfinished_report}"
-                    )
+                        f"ranks {running} of {world_size} still running after timeout_s={timeout_s}{unfinished_report}"
+                    ) from None
                 continue
             if ok:
                 values[rank] = pickle.loads(payload)
@@ -284,7 +282,7 @@ def _unfinished_report(
                 asked.append(rank)
             except ProcessLookupError:  # it ended in the meantime
                 pass
-    dumps = {rank: "" for rank in running}
+    dumps = dict.fromkeys(running, "")
     give_up = time.monotonic() + STACK_DUMP_WAIT_S
     while asked and time.monotonic() < give_up:
         time.sleep(0.1)

@@ -18,7 +18,7 @@ parameter got no gradient on this rank) are launched, still in order, by
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch.distributed as dist
 

@@ -46,8 +46,8 @@ class OverlapDDP(DataParallel):
         # in each rank, after torch.distributed.init_process_group("gloo")
         model = OverlapDDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        model(torch.randn(4, 8)).square().mean().backward()   # all-reduces start here
-        model.finish_gradient_synchronization()               # ... and are awaited here
+        model(torch.randn(4, 8)).square().mean().backward()  # all-reduces start here
+        model.finish_gradient_synchronization()  # ... and are awaited here
         optimizer.step()
     """
 

@@ -16,9 +16,9 @@ from flashattn2.autograd import FlashAttention2PyTorch, FlashAttention2Triton
 from flashattn2.module import FlashSelfAttention
 
 __all__ = [
+    "FlashAttention2PyTorch",
+    "FlashAttention2Triton",
+    "FlashSelfAttention",
     "__version__",
     "flash_attention",
-    "FlashAttention2Triton",
-    "FlashAttention2PyTorch",
-    "FlashSelfAttention",
 ]

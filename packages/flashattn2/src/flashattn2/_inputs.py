@@ -23,6 +23,7 @@ MIN_CUDA_CAPABILITY = (8, 0)
 
 _SHAPES = "q (B, Nq, D) with k, v (B, Nk, D), or q (B, H, Nq, D) with k, v (B, Hkv, Nk, D)"
 
+
 def triton_runs_on_cpu() -> bool:
     """True when the Triton kernels can take CPU tensors: they were built for the interpreter
     (``TRITON_INTERPRET=1`` when flashattn2 was imported, see
@@ -73,7 +74,7 @@ def check_attention_inputs(
         )
     if q.dim() == 4:
         heads, kv_heads = q.shape[1], k.shape[1]
-        if kv_heads == 0 and heads != 0 or kv_heads and heads % kv_heads:
+        if (kv_heads == 0 and heads != 0) or (kv_heads and heads % kv_heads):
             raise ValueError(
                 f"the number of k/v heads (k.shape[1] = {kv_heads}) must divide the number of query heads "
                 f"(q.shape[1] = {heads}) for grouped-query attention"
@@ -111,7 +112,7 @@ def _capability(device: torch.device) -> tuple[int, int]:
 def check_triton_device(device: torch.device) -> None:
     """Raise ``ValueError`` unless the Triton kernels can run on ``device``."""
     if device.type == "cpu":
-        if KERNELS_INTERPRETED != interpreting():
+        if interpreting() != KERNELS_INTERPRETED:
             then, now = ("1", "not 1") if KERNELS_INTERPRETED else ("not 1", "1")
             raise ValueError(
                 f"the Triton backend cannot run CPU tensors: TRITON_INTERPRET was {then} when flashattn2 was "

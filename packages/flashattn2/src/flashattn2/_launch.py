@@ -25,7 +25,7 @@ candidate timed on the first call's own inputs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import triton
@@ -73,11 +73,14 @@ class CompiledLaunch:
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.kernel is None:
-            names = self.fn.arg_names[len(tensors) + len(self.scalars) :]
+            names = list(self.fn.arg_names[len(tensors) + len(self.scalars) :])
             if list(self.constexprs) != names:
                 raise TypeError(f"{self.fn.__name__}: constexprs must be {names} in order; got {list(self.constexprs)}")
             kernel = self.fn[self.grid](
-                *tensors, *self.scalars, **self.constexprs, num_warps=self.tile.num_warps,
+                *tensors,
+                *self.scalars,
+                **self.constexprs,
+                num_warps=self.tile.num_warps,
                 num_stages=self.tile.num_stages,
             )
             if not KERNELS_INTERPRETED:
@@ -93,8 +96,17 @@ class CompiledLaunch:
             metadata, enter, leave = None, None, None
         grid = self.grid
         kernel.run(
-            grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata, enter, leave,
-            *tensors, *self.trailing,
+            grid[0],
+            grid[1],
+            grid[2],
+            stream,
+            kernel.function,
+            kernel.packed_metadata,
+            metadata,
+            enter,
+            leave,
+            *tensors,
+            *self.trailing,
         )
 
 
@@ -116,7 +128,12 @@ class TileChooser:
         self.pinned: Tile | None = None  # set by benchmarks/tiles.py to run one configuration everywhere
 
     def choose(
-        self, key: tuple, run: Callable[[Tile], object], kernel: str, head_dim: int, dtype: torch.dtype,
+        self,
+        key: tuple,
+        run: Callable[[Tile], object],
+        kernel: str,
+        head_dim: int,
+        dtype: torch.dtype,
         device: torch.device,
     ) -> Tile:
         if self.pinned is not None:
@@ -135,7 +152,9 @@ class TileChooser:
         timings = {}
         for tile in tiles:
             try:
-                timings[tile] = triton.testing.do_bench(lambda: run(tile), warmup=5, rep=20, return_mode="median")
+                timings[tile] = triton.testing.do_bench(
+                    lambda tile=tile: run(tile), warmup=5, rep=20, return_mode="median"
+                )
             except triton.runtime.errors.OutOfResources:  # registers or shared memory: not a candidate here
                 continue
         if not timings:

@@ -53,12 +53,30 @@ from flashattn2._triton_common import (
 
 @triton.jit
 def _dkdv_tile(
-    dk, dv, k, v,
-    q_base, do_base, lse_base, delta_base,
-    stride_qn, stride_qd, stride_gn, stride_gd,
-    start_m, offs_n, offs_d, N_Q, qk_scale_log2, KV_SHIFT,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+    dk,
+    dv,
+    k,
+    v,
+    q_base,
+    do_base,
+    lse_base,
+    delta_base,
+    stride_qn,
+    stride_qd,
+    stride_gn,
+    stride_gd,
+    start_m,
+    offs_n,
+    offs_d,
+    N_Q,
+    qk_scale_log2,
+    KV_SHIFT,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
 ):
     """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -87,17 +105,50 @@ def _dkdv_tile(
 
 @triton.jit
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, DK, DV,
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_gb, stride_gh, stride_gn, stride_gd,
-    stride_dkb, stride_dkh, stride_dkn, stride_dkd,
-    stride_dvb, stride_dvh, stride_dvn, stride_dvd,
-    qk_scale_log2, softmax_scale,
-    H, KV_GROUP, N_Q, N_K,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DK,
+    DV,
+    stride_qb,
+    stride_qh,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_gb,
+    stride_gh,
+    stride_gn,
+    stride_gd,
+    stride_dkb,
+    stride_dkh,
+    stride_dkn,
+    stride_dkd,
+    stride_dvb,
+    stride_dvh,
+    stride_dvn,
+    stride_dvd,
+    qk_scale_log2,
+    softmax_scale,
+    H,
+    KV_GROUP,
+    N_Q,
+    N_K,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq)."""
     pid_n = tl.program_id(0)
@@ -141,40 +192,124 @@ def _dkdv_kernel(
         delta_base = DELTA + row_offset
         for start_m in range(first_m, masked_end, BLOCK_M):
             dk, dv = _dkdv_tile(
-                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
-                stride_qn, stride_qd, stride_gn, stride_gd,
-                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
-                HEAD_DIM, BLOCK_M, BLOCK_D, True, CAUSAL, DOT_MODE,
+                dk,
+                dv,
+                k,
+                v,
+                q_base,
+                do_base,
+                lse_base,
+                delta_base,
+                stride_qn,
+                stride_qd,
+                stride_gn,
+                stride_gd,
+                start_m,
+                offs_n,
+                offs_d,
+                N_Q,
+                qk_scale_log2,
+                kv_shift,
+                HEAD_DIM,
+                BLOCK_M,
+                BLOCK_D,
+                True,
+                CAUSAL,
+                DOT_MODE,
             )
         for start_m in range(diag_end, full_end, BLOCK_M):
             dk, dv = _dkdv_tile(
-                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
-                stride_qn, stride_qd, stride_gn, stride_gd,
-                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
-                HEAD_DIM, BLOCK_M, BLOCK_D, False, CAUSAL, DOT_MODE,
+                dk,
+                dv,
+                k,
+                v,
+                q_base,
+                do_base,
+                lse_base,
+                delta_base,
+                stride_qn,
+                stride_qd,
+                stride_gn,
+                stride_gd,
+                start_m,
+                offs_n,
+                offs_d,
+                N_Q,
+                qk_scale_log2,
+                kv_shift,
+                HEAD_DIM,
+                BLOCK_M,
+                BLOCK_D,
+                False,
+                CAUSAL,
+                DOT_MODE,
             )
         for start_m in range(tail_start, N_Q, BLOCK_M):
             dk, dv = _dkdv_tile(
-                dk, dv, k, v, q_base, do_base, lse_base, delta_base,
-                stride_qn, stride_qd, stride_gn, stride_gd,
-                start_m, offs_n, offs_d, N_Q, qk_scale_log2, kv_shift,
-                HEAD_DIM, BLOCK_M, BLOCK_D, True, CAUSAL, DOT_MODE,
+                dk,
+                dv,
+                k,
+                v,
+                q_base,
+                do_base,
+                lse_base,
+                delta_base,
+                stride_qn,
+                stride_qd,
+                stride_gn,
+                stride_gd,
+                start_m,
+                offs_n,
+                offs_d,
+                N_Q,
+                qk_scale_log2,
+                kv_shift,
+                HEAD_DIM,
+                BLOCK_M,
+                BLOCK_D,
+                True,
+                CAUSAL,
+                DOT_MODE,
             )
 
     dk = dk * softmax_scale
-    tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
-             bf16_ready(dk, DOT_MODE).to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(DV + b * stride_dvb + h_kv * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
-             bf16_ready(dv, DOT_MODE).to(DV.dtype.element_ty), mask=kv_mask)
+    tl.store(
+        DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
+        bf16_ready(dk, DOT_MODE).to(DK.dtype.element_ty),
+        mask=kv_mask,
+    )
+    tl.store(
+        DV + b * stride_dvb + h_kv * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
+        bf16_ready(dv, DOT_MODE).to(DV.dtype.element_ty),
+        mask=kv_mask,
+    )
 
 
 @triton.jit
 def _dq_tile(
-    dq, q, do, lse, delta,
-    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    start_n, offs_m, offs_d, N_K, qk_scale_log2, KV_SHIFT,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+    dq,
+    q,
+    do,
+    lse,
+    delta,
+    k_base,
+    v_base,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    start_n,
+    offs_m,
+    offs_d,
+    N_K,
+    qk_scale_log2,
+    KV_SHIFT,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
 ):
     """Add one key tile's contribution to a query tile's dQ (without the final scale)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -193,17 +328,50 @@ def _dq_tile(
 
 @triton.jit
 def _dq_kernel(
-    Q, K, V, O, DO, LSE, DELTA, DQ,
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_ob, stride_oh, stride_on, stride_od,
-    stride_gb, stride_gh, stride_gn, stride_gd,
-    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
-    qk_scale_log2, softmax_scale,
-    H, KV_GROUP, N_Q, N_K,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    K,
+    V,
+    O,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    stride_qb,
+    stride_qh,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    stride_od,
+    stride_gb,
+    stride_gh,
+    stride_gn,
+    stride_gd,
+    stride_dqb,
+    stride_dqh,
+    stride_dqn,
+    stride_dqd,
+    qk_scale_log2,
+    softmax_scale,
+    H,
+    KV_GROUP,
+    N_Q,
+    N_K,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One program: Delta and dQ of one query tile of one (batch, head). LSE and DELTA are contiguous (B, H, Nq).
 
@@ -238,20 +406,63 @@ def _dq_kernel(
 
     for start_n in range(0, unmasked_end, BLOCK_N):
         dq = _dq_tile(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
-            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE,
+            dq,
+            q,
+            do,
+            lse,
+            delta,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            start_n,
+            offs_m,
+            offs_d,
+            N_K,
+            qk_scale_log2,
+            kv_shift,
+            HEAD_DIM,
+            BLOCK_N,
+            BLOCK_D,
+            False,
+            CAUSAL,
+            DOT_MODE,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         dq = _dq_tile(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
-            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE,
+            dq,
+            q,
+            do,
+            lse,
+            delta,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            start_n,
+            offs_m,
+            offs_d,
+            N_K,
+            qk_scale_log2,
+            kv_shift,
+            HEAD_DIM,
+            BLOCK_N,
+            BLOCK_D,
+            True,
+            CAUSAL,
+            DOT_MODE,
         )
 
     dq = dq * softmax_scale
-    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd,
-             bf16_ready(dq, DOT_MODE).to(DQ.dtype.element_ty), mask=row_mask)
+    tl.store(
+        DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd,
+        bf16_ready(dq, DOT_MODE).to(DQ.dtype.element_ty),
+        mask=row_mask,
+    )
 
 
 dq_tiles = TileChooser()
@@ -265,8 +476,20 @@ class BackwardPlan:
     the tensors (autotuning times them).
     """
 
-    def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device,
-                 causal, softmax_scale):
+    def __init__(
+        self,
+        q_shape,
+        q_stride,
+        k_shape,
+        k_stride,
+        v_stride,
+        out_stride,
+        grad_stride,
+        dtype,
+        device,
+        causal,
+        softmax_scale,
+    ):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.q_shape, self.k_shape, self.dtype, self.device = q_shape, k_shape, dtype, device
@@ -293,8 +516,14 @@ class BackwardPlan:
         self.launch_dq = self.launch_dkdv = None
 
     def _constexprs(self, tile) -> dict:
-        return dict(HEAD_DIM=self.head_dim, BLOCK_D=head_dim_block(self.head_dim), CAUSAL=self.causal,
-                    DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n)
+        return dict(
+            HEAD_DIM=self.head_dim,
+            BLOCK_D=head_dim_block(self.head_dim),
+            CAUSAL=self.causal,
+            DOT_MODE=dot_mode(self.dtype),
+            BLOCK_M=tile.block_m,
+            BLOCK_N=tile.block_n,
+        )
 
     def compiled_dq(self, tile) -> CompiledLaunch:
         rows, programs = self.grids[0]
@@ -342,12 +571,25 @@ class BackwardPlan:
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
-def backward_plan(q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device, causal,
-                  softmax_scale, aligned):
+def backward_plan(
+    q_shape,
+    q_stride,
+    k_shape,
+    k_stride,
+    v_stride,
+    out_stride,
+    grad_stride,
+    dtype,
+    device,
+    causal,
+    softmax_scale,
+    aligned,
+):
     """The cached :class:`BackwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments)
     is part of the key only: the compiled kernels a plan launches are specialized on it."""
-    return BackwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device,
-                        causal, softmax_scale)
+    return BackwardPlan(
+        q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device, causal, softmax_scale
+    )
 
 
 def triton_backward(
@@ -377,7 +619,17 @@ def triton_backward(
         ``(dq, dk, dv)``, contiguous, with the shapes and dtype of q, k and v.
     """
     plan = backward_plan(
-        q.shape, q.stride(), k.shape, k.stride(), v.stride(), out.stride(), grad_out.stride(), q.dtype, q.device,
-        causal, softmax_scale, (alignment(q), alignment(k), alignment(v), alignment(out), alignment(grad_out)),
+        q.shape,
+        q.stride(),
+        k.shape,
+        k.stride(),
+        v.stride(),
+        out.stride(),
+        grad_out.stride(),
+        q.dtype,
+        q.device,
+        causal,
+        softmax_scale,
+        (alignment(q), alignment(k), alignment(v), alignment(out), alignment(grad_out)),
     )
     return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)

@@ -170,8 +170,15 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @triton.jit
 def load_tile(
-    base, offs_rows, offs_d, stride_row, stride_d, n_rows,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr,
+    base,
+    offs_rows,
+    offs_d,
+    stride_row,
+    stride_d,
+    n_rows,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    CHECK_ROWS: tl.constexpr,
 ):
     """Load a ``(len(offs_rows), BLOCK_D)`` tile whose row ``r`` starts at ``base + r * stride_row``.
 

@@ -30,11 +30,11 @@ from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, ali
 from flashattn2._triton_common import (
     LOG2_E,
     bf16_ready,
+    contiguous_strides,
     dot_mode,
     head_dim_block,
     key_ranges,
     load_tile,
-    contiguous_strides,
     needs_contiguous_copy,
     seq_len_bucket,
     tile_dot,
@@ -44,12 +44,28 @@ from flashattn2._triton_common import (
 
 @triton.jit
 def _forward_tile(
-    acc, m_i, l_i, q,
-    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    start_n, offs_m, offs_d, N_K, qk_scale_log2,
+    acc,
+    m_i,
+    l_i,
+    q,
+    k_base,
+    v_base,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    start_n,
+    offs_m,
+    offs_d,
+    N_K,
+    qk_scale_log2,
     KV_SHIFT,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
 ):
     """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -73,16 +89,41 @@ def _forward_tile(
 
 @triton.jit
 def _forward_kernel(
-    Q, K, V, O, LSE,
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_ob, stride_oh, stride_on, stride_od,
-    stride_lb, stride_lh, stride_ln,
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    stride_qb,
+    stride_qh,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    stride_od,
+    stride_lb,
+    stride_lh,
+    stride_ln,
     qk_scale_log2,
-    H, KV_GROUP, N_Q, N_K,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_MODE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    H,
+    KV_GROUP,
+    N_Q,
+    N_K,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     num_m = tl.cdiv(N_Q, BLOCK_M)
     # Causal: the last query tiles see the most keys; start them first.
@@ -108,15 +149,53 @@ def _forward_kernel(
 
     for start_n in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
-            acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
-            HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, DOT_MODE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            start_n,
+            offs_m,
+            offs_d,
+            N_K,
+            qk_scale_log2,
+            kv_shift,
+            HEAD_DIM,
+            BLOCK_N,
+            BLOCK_D,
+            False,
+            CAUSAL,
+            DOT_MODE,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
-            acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            start_n, offs_m, offs_d, N_K, qk_scale_log2, kv_shift,
-            HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, DOT_MODE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            start_n,
+            offs_m,
+            offs_d,
+            N_K,
+            qk_scale_log2,
+            kv_shift,
+            HEAD_DIM,
+            BLOCK_N,
+            BLOCK_D,
+            True,
+            CAUSAL,
+            DOT_MODE,
         )
 
     # Rows that saw no key at all (causal with Nq > Nk, or Nk == 0) get O = 0 and L = -inf.
@@ -159,8 +238,16 @@ class ForwardPlan:
             for shape, stride, copy in zip((q_shape, k_shape, k_shape), (q_stride, k_stride, v_stride), self.copy)
         )
         self.scalars = (
-            *q_stride, *k_stride, *v_stride, *contiguous_strides(q_shape), *contiguous_strides(self.lse_shape),
-            softmax_scale * LOG2_E, heads, heads // max(kv_heads, 1), n_q, n_k,
+            *q_stride,
+            *k_stride,
+            *v_stride,
+            *contiguous_strides(q_shape),
+            *contiguous_strides(self.lse_shape),
+            softmax_scale * LOG2_E,
+            heads,
+            heads // max(kv_heads, 1),
+            n_q,
+            n_k,
         )
         self.grid_m, self.grid_bh = n_q, batch * heads
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
@@ -168,9 +255,17 @@ class ForwardPlan:
 
     def compiled_launch(self, tile) -> CompiledLaunch:
         return CompiledLaunch(
-            _forward_kernel, (triton.cdiv(self.grid_m, tile.block_m), self.grid_bh, 1), self.scalars,
-            dict(HEAD_DIM=self.head_dim, BLOCK_D=head_dim_block(self.head_dim), CAUSAL=self.causal,
-                 DOT_MODE=dot_mode(self.dtype), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n),
+            _forward_kernel,
+            (triton.cdiv(self.grid_m, tile.block_m), self.grid_bh, 1),
+            self.scalars,
+            dict(
+                HEAD_DIM=self.head_dim,
+                BLOCK_D=head_dim_block(self.head_dim),
+                CAUSAL=self.causal,
+                DOT_MODE=dot_mode(self.dtype),
+                BLOCK_M=tile.block_m,
+                BLOCK_N=tile.block_n,
+            ),
             tile,
         )
 
@@ -183,8 +278,12 @@ class ForwardPlan:
             q, k, v = (x.contiguous() if copy else x for x, copy in zip((q, k, v), self.copy))
         if self.launch is None:
             tile = forward_tiles.choose(
-                self.tile_key, lambda t: self.compiled_launch(t)(q, k, v, o, lse), "forward", self.head_dim,
-                self.dtype, self.device,
+                self.tile_key,
+                lambda t: self.compiled_launch(t)(q, k, v, o, lse),
+                "forward",
+                self.head_dim,
+                self.dtype,
+                self.device,
             )
             self.launch = self.compiled_launch(tile)
         self.launch(q, k, v, o, lse)
@@ -217,7 +316,15 @@ def triton_forward(
         for a row that sees no key).
     """
     plan = forward_plan(
-        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, softmax_scale,
+        q.shape,
+        q.stride(),
+        k.shape,
+        k.stride(),
+        v.stride(),
+        q.dtype,
+        q.device,
+        causal,
+        softmax_scale,
         (alignment(q), alignment(k), alignment(v)),
     )
     return on_its_device(plan, q.device, q, k, v)

@@ -103,8 +103,9 @@ class FlashAttention2Triton(ScaledAttention):
 
     Example (on a GPU)::
 
-        q, k, v = (torch.randn(1, 16, 4096, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                   for _ in range(3))
+        q, k, v = (
+            torch.randn(1, 16, 4096, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3)
+        )
         FlashAttention2Triton.apply(q, k, v, True).sum().backward()
     """
 

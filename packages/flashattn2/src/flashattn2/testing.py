@@ -66,19 +66,19 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 __all__ = [
+    "assert_attention_matches_reference",
+    "assert_close_to_reference",
+    "attention_error",
+    "error_bound",
+    "error_floors",
+    "max_abs_logit",
     "naive_attention",
     "naive_attention_float64",
-    "attention_error",
-    "error_floors",
-    "error_bound",
-    "max_abs_logit",
-    "assert_close_to_reference",
-    "assert_attention_matches_reference",
 ]
 
 # The allowed error is this many times the same-dtype naive attention's error.

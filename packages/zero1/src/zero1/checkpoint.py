@@ -21,7 +21,8 @@ or save and load with :func:`zero1.save_checkpoint` / :func:`zero1.load_checkpoi
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["SHARD_KEY", "merge_sharded_state_dicts", "shard_of"]
 
@@ -61,9 +62,7 @@ def merge_sharded_state_dicts(shards: Sequence[Mapping[str, Any]]) -> dict[str, 
     world_size, owners = layout["world_size"], list(layout["owners"])
     ranks = sorted(shard[SHARD_KEY]["rank"] for shard in shards)
     if ranks != list(range(world_size)):
-        raise ValueError(
-            f"shards must hold exactly one state dict per rank 0..{world_size - 1}, got ranks {ranks}"
-        )
+        raise ValueError(f"shards must hold exactly one state dict per rank 0..{world_size - 1}, got ranks {ranks}")
     if any(list(shard[SHARD_KEY]["owners"]) != owners for shard in shards):
         raise ValueError("shards come from different partitions (their 'owners' lists differ)")
     steps = {shard[SHARD_KEY]["rank"]: shard[SHARD_KEY].get("step") for shard in shards}

@@ -51,8 +51,9 @@ import re
 import shutil
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO
 
 import torch
 import torch.distributed as dist
@@ -180,8 +181,7 @@ def save_checkpoint(
         final, partial = _step_folder(root, step), _partial_folder(root, step)
         if final.exists():
             raise FileExistsError(
-                f"checkpoint {final} already exists: a step is saved once. Save under another step, or delete "
-                "it first"
+                f"checkpoint {final} already exists: a step is saved once. Save under another step, or delete it first"
             )
         if rank == 0:
             _prepare_folder(root, partial)

@@ -71,6 +71,5 @@ def gather_objects(obj: Any, to: int, group: dist.ProcessGroup | None = None) ->
         return None
     # The bytes come from this job's own ranks (as with gather_object's pickle).
     return [
-        torch.load(io.BytesIO(_to_bytes(tensor.cpu(), n)), weights_only=False)
-        for tensor, n in zip(received, lengths)
+        torch.load(io.BytesIO(_to_bytes(tensor.cpu(), n)), weights_only=False) for tensor, n in zip(received, lengths)
     ]

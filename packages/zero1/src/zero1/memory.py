@@ -18,8 +18,8 @@ temporary buffers come on top and are not modelled here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from zero1.partition import partition_parameters
 

@@ -10,8 +10,9 @@ update on the parameters it owns and then sends the new values to the others.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from itertools import chain
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -171,9 +172,7 @@ class ShardedOptimizer(Optimizer):
             )
         if broadcast_mode not in BROADCAST_MODES:
             raise ValueError(f"broadcast_mode must be one of {BROADCAST_MODES}, got {broadcast_mode!r}")
-        if bucket_size_mb is not None and not (
-            isinstance(bucket_size_mb, (int, float)) and bucket_size_mb > 0
-        ):
+        if bucket_size_mb is not None and not (isinstance(bucket_size_mb, (int, float)) and bucket_size_mb > 0):
             raise ValueError(f"bucket_size_mb must be a number > 0 or None, got {bucket_size_mb!r}")
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError(
@@ -497,9 +496,7 @@ class ShardedOptimizer(Optimizer):
                 raise problem
             return
         no_step = -1  # in the exchanged row: a consolidated dict, or a shard that recorded no step
-        rows = all_gather_ints(
-            [problem is not None, is_shard, no_step if step is None else step], self._process_group
-        )
+        rows = all_gather_ints([problem is not None, is_shard, no_step if step is None else step], self._process_group)
         failed = [rank for rank, row in enumerate(rows) if row[0]]
         if problem is not None:
             raise problem

@@ -15,7 +15,7 @@ parameter groups added later are placed.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["partition_parameters"]
 
@@ -49,9 +49,7 @@ def partition_parameters(
         raise ValueError(f"sizes must be ints >= 0 (element counts), got {sizes}")
     loads = [0] * world_size if initial_loads is None else list(initial_loads)
     if len(loads) != world_size:
-        raise ValueError(
-            f"initial_loads must have one entry per rank (world_size={world_size}), got {len(loads)}"
-        )
+        raise ValueError(f"initial_loads must have one entry per rank (world_size={world_size}), got {len(loads)}")
 
     owners = [0] * len(sizes)
     for index in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):

@@ -12,11 +12,25 @@ import dataclasses
 from typing import Any
 
 from benchkit.argtypes import non_negative_int, positive_float, positive_int
-from benchkit.data_parallel import DEFAULT_BUCKET_MB, KINDS, DataParallelPlan, add_derived_columns, plot_rows
-from benchkit.data_parallel import run_data_parallel, table_rows, variant_names
+from benchkit.data_parallel import (
+    DEFAULT_BUCKET_MB,
+    KINDS,
+    DataParallelPlan,
+    add_derived_columns,
+    plot_rows,
+    run_data_parallel,
+    table_rows,
+    variant_names,
+)
 from benchkit.devices import device_name, resolve_device
-from benchkit.options import add_attention_argument, add_output_arguments, add_precision_argument
-from benchkit.options import add_rank_arguments, default_nproc, default_sizes
+from benchkit.options import (
+    add_attention_argument,
+    add_output_arguments,
+    add_precision_argument,
+    add_rank_arguments,
+    default_nproc,
+    default_sizes,
+)
 from benchkit.plot import save_figure
 from benchkit.ranks import GPU_SIZES, backend_for, rank_device_type, rank_runs
 from benchkit.report import format_table, options_for_json, write_results
@@ -36,26 +50,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rank_arguments(parser, gpu_sizes=GPU_SIZES, context_length=512, timeout_s=DEFAULT_TIMEOUT_S)
     add_precision_argument(parser)
     add_attention_argument(parser)
-    parser.add_argument("--variants", choices=KINDS, nargs="+", default=[k for k in KINDS if k != "bucketed-bf16"],
-                        help="which variants to run (default: all but bucketed-bf16, BucketedDDP with "
-                             "compress_bf16=True)")
-    parser.add_argument("--bucket-mb", type=positive_float, nargs="+", default=list(DEFAULT_BUCKET_MB), metavar="MB",
-                        help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)")
+    parser.add_argument(
+        "--variants",
+        choices=KINDS,
+        nargs="+",
+        default=[k for k in KINDS if k != "bucketed-bf16"],
+        help="which variants to run (default: all but bucketed-bf16, BucketedDDP with compress_bf16=True)",
+    )
+    parser.add_argument(
+        "--bucket-mb",
+        type=positive_float,
+        nargs="+",
+        default=list(DEFAULT_BUCKET_MB),
+        metavar="MB",
+        help="BucketedDDP bucket caps in MiB (default: 1 10 25 100 1000)",
+    )
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per variant (default: 3)")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (default: 10)")
-    parser.add_argument("--rounds", type=positive_int, default=1,
-                        help="run the variants this many times, each round starting one variant later, and pool "
-                             "each variant's timed steps (default: 1)")
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="run the variants this many times, each round starting one variant later, and pool "
+        "each variant's timed steps (default: 1)",
+    )
     add_output_arguments(parser, figures=True)
 
 
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     plan = DataParallelPlan(
-        sizes=tuple(args.size or default_sizes(device, GPU_SIZES)), context_length=args.context_length,
-        batch_size=args.batch_size, warmup=args.warmup, steps=args.steps, device_type=rank_device_type(device),
-        precision=args.precision, attention=args.attention,
-        variants=tuple(variant_names(args.variants, args.bucket_mb)), rounds=args.rounds, out_dir=str(args.out))
+        sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
+        context_length=args.context_length,
+        batch_size=args.batch_size,
+        warmup=args.warmup,
+        steps=args.steps,
+        device_type=rank_device_type(device),
+        precision=args.precision,
+        attention=args.attention,
+        variants=tuple(variant_names(args.variants, args.bucket_mb)),
+        rounds=args.rounds,
+        out_dir=str(args.out),
+    )
     rows: list[dict[str, Any]] = []
     for nproc in rank_runs(args.nproc or default_nproc(device)):
         run_plan = dataclasses.replace(plan, earlier_rows=tuple(rows))
@@ -67,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
     add_derived_columns(rows)
     backend = backend_for(plan.device_type)
     world_sizes = sorted({row["world_size"] for row in rows})
-    print(f"device: {device_name()}; {' and '.join(map(str, world_sizes))} ranks over {backend}; "
-          f"{plan.batch_size} x {plan.context_length} tokens per rank; {plan.precision}; "
-          f"{args.warmup} warm-up + {args.steps} timed steps" + (f", {args.rounds} rounds" if args.rounds > 1 else ""))
+    print(
+        f"device: {device_name()}; {' and '.join(map(str, world_sizes))} ranks over {backend}; "
+        f"{plan.batch_size} x {plan.context_length} tokens per rank; {plan.precision}; "
+        f"{args.warmup} warm-up + {args.steps} timed steps" + (f", {args.rounds} rounds" if args.rounds > 1 else "")
+    )
     print(format_table(table_rows(rows)))
     meta = {**options_for_json(args), "world_sizes": world_sizes, "backend": backend}
     path = write_results(args.out, "ddp", rows, meta=meta, csv=args.csv)

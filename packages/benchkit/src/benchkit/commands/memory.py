@@ -48,8 +48,15 @@ def run(args: argparse.Namespace) -> int:
     grid = list(itertools.product(args.context_length, args.precision, ("forward", "train-step")))
     rows = []
     for i, (context_length, precision, mode) in enumerate(progress(grid, "benchkit memory", total=len(grid))):
-        settings = WorkloadSettings(size=size, context_length=context_length, batch_size=args.batch_size, mode=mode,
-                                    precision=precision, attention=args.attention, compile=args.compile)
+        settings = WorkloadSettings(
+            size=size,
+            context_length=context_length,
+            batch_size=args.batch_size,
+            mode=mode,
+            precision=precision,
+            attention=args.attention,
+            compile=args.compile,
+        )
         snapshot = args.out / f"snapshot_{mode}.pickle" if i < 2 else None  # the first pair's history
         rows.append(measure_peak(settings, device, snapshot_path=snapshot))
 
@@ -59,11 +66,20 @@ def run(args: argparse.Namespace) -> int:
     breakdown = compare_with_formula(rows)
 
     print(f"device: {device_name()}; {size}, batch {args.batch_size}, attention {args.attention}")
-    print(format_table([
-        {"ctx": r["context_length"], "prec": r["precision"], "mode": r["mode"], "status": r["status"],
-         "peak_GiB": r["peak_bytes"] / GIB if r["status"] == "ok" else None}
-        for r in rows
-    ]))
+    print(
+        format_table(
+            [
+                {
+                    "ctx": r["context_length"],
+                    "prec": r["precision"],
+                    "mode": r["mode"],
+                    "status": r["status"],
+                    "peak_GiB": r["peak_bytes"] / GIB if r["status"] == "ok" else None,
+                }
+                for r in rows
+            ]
+        )
+    )
     print("\nbreakdown of a training step (activations: tensors saved for backward)")
     print(format_table(breakdown))
     path = write_results(args.out, "memory", rows, meta={**options_for_json(args), "size": size}, csv=args.csv)

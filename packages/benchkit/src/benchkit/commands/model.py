@@ -32,10 +32,12 @@ EXAMPLES = """\
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, sweep=True, gpu_sizes=GPU_SIZES)
-    parser.add_argument("--mode", choices=MODES, nargs="+", default=["train-step"],
-                        help="what one step runs (default: train-step)")
-    parser.add_argument("--warmup", type=non_negative_int, default=5,
-                        help="untimed steps before measuring (default: 5)")
+    parser.add_argument(
+        "--mode", choices=MODES, nargs="+", default=["train-step"], help="what one step runs (default: train-step)"
+    )
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=5, help="untimed steps before measuring (default: 5)"
+    )
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps (default: 10)")
     add_output_arguments(parser)
 
@@ -43,16 +45,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     grid = [
-        WorkloadSettings(size=size, context_length=context_length, batch_size=args.batch_size, mode=mode,
-                         precision=precision, attention=args.attention, compile=args.compile, warmup=args.warmup,
-                         steps=args.steps)
+        WorkloadSettings(
+            size=size,
+            context_length=context_length,
+            batch_size=args.batch_size,
+            mode=mode,
+            precision=precision,
+            attention=args.attention,
+            compile=args.compile,
+            warmup=args.warmup,
+            steps=args.steps,
+        )
         for size, context_length, mode, precision in itertools.product(
-            args.size or default_sizes(device, GPU_SIZES), args.context_length, args.mode, args.precision)
+            args.size or default_sizes(device, GPU_SIZES), args.context_length, args.mode, args.precision
+        )
     ]
     rows = [benchmark(settings, device) for settings in progress(grid, "benchkit model")]
-    print(f"device: {device_name()}; batch {args.batch_size}; "
-          f"{args.warmup} warm-up + {args.steps} timed steps; attention {args.attention}"
-          f"{'; torch.compile' if args.compile else ''}")
+    print(
+        f"device: {device_name()}; batch {args.batch_size}; "
+        f"{args.warmup} warm-up + {args.steps} timed steps; attention {args.attention}"
+        f"{'; torch.compile' if args.compile else ''}"
+    )
     print(format_table(table_rows(rows)))
     path = write_results(args.out, "model", rows, meta=options_for_json(args), csv=args.csv)
     print(f"results: {path}")

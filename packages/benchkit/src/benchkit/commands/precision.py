@@ -10,11 +10,23 @@ import argparse
 
 from benchkit.argtypes import finite_float, non_negative_int, positive_int
 from benchkit.devices import resolve_device
-from benchkit.options import add_device_argument, add_output_arguments, add_precision_argument, add_size_argument
-from benchkit.options import default_sizes
+from benchkit.options import (
+    add_device_argument,
+    add_output_arguments,
+    add_precision_argument,
+    add_size_argument,
+    default_sizes,
+)
 from benchkit.plot import save_figure
-from benchkit.precision import GPU_SIZES, PARTS, StepTimeSweep, accumulation_rows, autocast_rows, plot_step_time
-from benchkit.precision import step_time_rows
+from benchkit.precision import (
+    GPU_SIZES,
+    PARTS,
+    StepTimeSweep,
+    accumulation_rows,
+    autocast_rows,
+    plot_step_time,
+    step_time_rows,
+)
 from benchkit.report import format_table, write_results
 
 HELP = "mixed precision: fp16/bf16 accumulation error, autocast dtypes per layer, fp32 vs bf16 step time"
@@ -28,15 +40,22 @@ EXAMPLES = """\
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--part", choices=PARTS, nargs="+", default=list(PARTS), help="what to run (default: all)")
-    parser.add_argument("--value", type=finite_float, default=0.01,
-                        help="accumulation: the addend, a finite number (default: 0.01)")
+    parser.add_argument(
+        "--value", type=finite_float, default=0.01, help="accumulation: the addend, a finite number (default: 0.01)"
+    )
     parser.add_argument("--count", type=positive_int, default=1000, help="accumulation: additions (default: 1000)")
     add_size_argument(parser, gpu_sizes=GPU_SIZES, what="step-time: model sizes")
     add_precision_argument(parser, many=True, default=("fp32", "bf16"))
-    parser.add_argument("--context-length", type=positive_int, default=256, metavar="T",
-                        help="step-time: tokens per sequence (default: 256)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, metavar="B",
-                        help="step-time: sequences per step (default: 4)")
+    parser.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=256,
+        metavar="T",
+        help="step-time: tokens per sequence (default: 256)",
+    )
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=4, metavar="B", help="step-time: sequences per step (default: 4)"
+    )
     parser.add_argument("--warmup", type=non_negative_int, default=5, help="step-time: untimed steps (default: 5)")
     parser.add_argument("--steps", type=positive_int, default=10, help="step-time: timed steps (default: 10)")
     add_device_argument(parser)
@@ -50,18 +69,25 @@ def run(args: argparse.Namespace) -> int:
         rows = accumulation_rows(args.value, args.count)
         print(f"sum of {args.value!r} added {args.count} times (exact: {rows[0]['exact']!r})")
         print(format_table(rows) + "\n")
-        written.append(write_results(args.out, "precision_accumulation", rows,
-                                     meta={"value": args.value, "count": args.count}, csv=args.csv))
+        written.append(
+            write_results(
+                args.out, "precision_accumulation", rows, meta={"value": args.value, "count": args.count}, csv=args.csv
+            )
+        )
     if "autocast" in args.part:
         rows = autocast_rows(device)
         print(f"dtypes under torch.autocast on {device} (model: Linear -> ReLU -> LayerNorm -> Linear)")
         print(format_table(rows) + "\n")
-        written.append(write_results(args.out, "precision_autocast", rows, meta={"device": str(device)},
-                                     csv=args.csv))
+        written.append(write_results(args.out, "precision_autocast", rows, meta={"device": str(device)}, csv=args.csv))
     if "step-time" in args.part:
-        sweep = StepTimeSweep(sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
-                              precisions=tuple(args.precision), context_length=args.context_length,
-                              batch_size=args.batch_size, warmup=args.warmup, steps=args.steps)
+        sweep = StepTimeSweep(
+            sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
+            precisions=tuple(args.precision),
+            context_length=args.context_length,
+            batch_size=args.batch_size,
+            warmup=args.warmup,
+            steps=args.steps,
+        )
         rows = step_time_rows(sweep, device)
         print(f"train-step time on {device}, batch {args.batch_size} x {args.context_length} tokens")
         print(format_table(rows) + "\n")

@@ -41,26 +41,48 @@ def _shorten(name: str) -> str:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     size = args.size or default_sizes(device, GPU_SIZES)[0]
-    result = profile_workload(WorkloadSettings(
-        size=size, context_length=args.context_length, batch_size=args.batch_size, mode=args.mode,
-        precision=args.precision, attention=args.attention, compile=args.compile, warmup=args.warmup,
-        steps=args.steps), device)
+    result = profile_workload(
+        WorkloadSettings(
+            size=size,
+            context_length=args.context_length,
+            batch_size=args.batch_size,
+            mode=args.mode,
+            precision=args.precision,
+            attention=args.attention,
+            compile=args.compile,
+            warmup=args.warmup,
+            steps=args.steps,
+        ),
+        device,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     trace = args.out / "trace.json"
     result.profiler.export_chrome_trace(str(trace))
 
     what = "GPU kernels by GPU time" if device.type == "cuda" else "CPU operators by self CPU time"
-    print(f"device: {device_name()}; {size}, context {args.context_length}, batch {args.batch_size}, "
-          f"{args.precision}, {args.mode}; {args.steps} profiled steps after {args.warmup} warm-up")
+    print(
+        f"device: {device_name()}; {size}, context {args.context_length}, batch {args.batch_size}, "
+        f"{args.precision}, {args.mode}; {args.steps} profiled steps after {args.warmup} warm-up"
+    )
     for phase in [s["phase"] for s in result.summary]:
         in_phase = [r for r in result.rows if r["phase"] == phase]
         total = sum(r["time_us"] for r in in_phase)
         print(f"\n{phase}: top {len(in_phase[: args.top])} {what}")
-        print(format_table([
-            {"name": _shorten(r["name"]), "calls": r["count"], "calls/step": r["count"] / args.steps,
-             "ms/step": r["time_us"] / 1e3 / args.steps, "share_%": 100 * r["time_us"] / total, "matmul": r["matmul"]}
-            for r in in_phase[: args.top]
-        ]))
+        print(
+            format_table(
+                [
+                    {
+                        "name": _shorten(r["name"]),
+                        "calls": r["count"],
+                        "calls/step": r["count"] / args.steps,
+                        "ms/step": r["time_us"] / 1e3 / args.steps,
+                        "share_%": 100 * r["time_us"] / total,
+                        "matmul": r["matmul"],
+                    }
+                    for r in in_phase[: args.top]
+                ]
+            )
+        )
     print("\nper phase (matmul: names matching benchkit.profiling.MATMUL_PATTERN)")
     print(format_table(result.summary))
     meta = {**options_for_json(args), "size": size, "summary": result.summary, "trace": str(trace)}

@@ -19,8 +19,15 @@ from benchkit.parallel_check import COLUMNS as PARALLEL_COLUMNS
 from benchkit.parallel_check import parallel_checks, parallel_plan
 from benchkit.plot import save_figure
 from benchkit.report import environment, format_table, write_results
-from benchkit.tour import ACCOUNTING_COLUMNS, ATTENTION_COLUMNS, PLANS, Tour, plot_model_phases, run_model_section
-from benchkit.tour import tour_plan
+from benchkit.tour import (
+    ACCOUNTING_COLUMNS,
+    ATTENTION_COLUMNS,
+    PLANS,
+    Tour,
+    plot_model_phases,
+    run_model_section,
+    tour_plan,
+)
 from benchkit.workload import table_rows
 
 HELP = "the end-to-end tour: model phases, attention, DDP and ZeRO-1 vs one process, accounting; writes a report"
@@ -65,13 +72,22 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(accounting.rows, ACCOUNTING_COLUMNS))
     write_results(out / "accounting", "accounting", accounting.rows, meta=accounting.meta(), csv=args.csv)
 
-    tour = Tour(env, plan, model_rows, attention_rows, parallel, parallel_rows, accounting,
-                seconds=time.monotonic() - started)
-    figures = {"model": {"model_phases": plot_model_phases(model_rows, plan.model)},
-               "attention": plot_sweep(attention_rows), "accounting": {"accounting/accounting": accounting.figure()}}
-    names = {section: [save_figure(figure, out, name, args.format).relative_to(out).as_posix()
-                       for name, figure in by_name.items() if figure is not None]
-             for section, by_name in figures.items()}
+    tour = Tour(
+        env, plan, model_rows, attention_rows, parallel, parallel_rows, accounting, seconds=time.monotonic() - started
+    )
+    figures = {
+        "model": {"model_phases": plot_model_phases(model_rows, plan.model)},
+        "attention": plot_sweep(attention_rows),
+        "accounting": {"accounting/accounting": accounting.figure()},
+    }
+    names = {
+        section: [
+            save_figure(figure, out, name, args.format).relative_to(out).as_posix()
+            for name, figure in by_name.items()
+            if figure is not None
+        ]
+        for section, by_name in figures.items()
+    }
     results = write_results(out, "results", tour.rows(), meta={"plan": plan, "parallel": parallel}, csv=args.csv)
     report = out / "report.md"
     report.write_text(tour.report(names))

@@ -28,22 +28,38 @@ DEFAULT_TIMEOUT_S = 900.0  # per group of ranks: the xl runs take minutes; a han
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rank_arguments(parser, gpu_sizes=GPU_SIZES, context_length=256, timeout_s=DEFAULT_TIMEOUT_S)
-    parser.add_argument("--variants", choices=VARIANTS, nargs="+", default=list(VARIANTS),
-                        help="optimizers to compare (default: all)")
-    parser.add_argument("--warmup", type=positive_int, default=3,
-                        help="untimed steps first; >= 1 so that the optimizer state exists (default: 3)")
+    parser.add_argument(
+        "--variants", choices=VARIANTS, nargs="+", default=list(VARIANTS), help="optimizers to compare (default: all)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=positive_int,
+        default=3,
+        help="untimed steps first; >= 1 so that the optimizer state exists (default: 3)",
+    )
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps (default: 10)")
-    parser.add_argument("--bucket-size-mb", type=positive_float, default=25.0, metavar="MB",
-                        help="bucket cap in MiB of BucketedDDP and of zero1's broadcast (default: 25)")
+    parser.add_argument(
+        "--bucket-size-mb",
+        type=positive_float,
+        default=25.0,
+        metavar="MB",
+        help="bucket cap in MiB of BucketedDDP and of zero1's broadcast (default: 25)",
+    )
     add_output_arguments(parser, figures=True)
 
 
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
-    plan = ZeroPlan(sizes=tuple(args.size or default_sizes(device, GPU_SIZES)), context_length=args.context_length,
-                    batch_size=args.batch_size, warmup=args.warmup, steps=args.steps,
-                    device_type=rank_device_type(device), variants=tuple(args.variants),
-                    bucket_size_mb=args.bucket_size_mb)
+    plan = ZeroPlan(
+        sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
+        context_length=args.context_length,
+        batch_size=args.batch_size,
+        warmup=args.warmup,
+        steps=args.steps,
+        device_type=rank_device_type(device),
+        variants=tuple(args.variants),
+        bucket_size_mb=args.bucket_size_mb,
+    )
     rows: list[dict[str, Any]] = []
     for nproc in rank_runs(args.nproc or default_nproc(device)):
         measured = run_zero(plan, nproc=nproc, timeout_s=args.timeout_s)
@@ -51,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a rank other than 0 under torchrun: rank 0 reports
         rows += measured
 
-    print(f"device: {device_name()}; context {args.context_length}, batch {args.batch_size} per rank, "
-          f"fp32; {args.warmup} warm-up + {args.steps} timed steps")
+    print(
+        f"device: {device_name()}; context {args.context_length}, batch {args.batch_size} per rank, "
+        f"fp32; {args.warmup} warm-up + {args.steps} timed steps"
+    )
     print(format_table(rows, TIME_COLUMNS))
     print()
     print(format_table(rows, MEMORY_COLUMNS))
