@@ -51,6 +51,25 @@ def _disagreeing_ranks(rank, world_size):
     return out
 
 
+def _reordered_equal_values(rank, world_size):
+    # Two same-shaped parameters of equal values (as fresh LayerNorm weights are), passed in
+    # another order on rank 1: their values cannot tell them apart, their gradients can.
+    first, second = nn.Parameter(torch.ones(5)), nn.Parameter(torch.ones(5))
+    optimizer = ShardedOptimizer([first, second][:: 1 - 2 * rank], torch.optim.SGD, lr=0.1)
+    torch.manual_seed(1)  # the same gradients on every rank, as after a DDP wrapper's all-reduce
+    first.grad, second.grad = torch.randn(5), torch.randn(5)
+    message = _value_error(optimizer.step)
+    return message, first.detach().clone(), second.detach().clone()
+
+
+@pytest.mark.distributed
+def test_reordered_parameters_of_equal_values_are_caught_at_the_first_step():
+    for message, first, second in spawn(_reordered_equal_values, 2, timeout_s=TIMEOUT_S):
+        assert "the gradients of parameter group 0 are the same on every rank but come in another order" in message
+        assert "ranks that agree: [[0], [1]]" in message and "Nothing was updated" in message
+        assert torch.equal(first, torch.ones(5)) and torch.equal(second, torch.ones(5))
+
+
 @pytest.mark.distributed
 def test_ranks_that_disagree_on_the_parameters_all_get_an_error():
     for rank, out in enumerate(spawn(_disagreeing_ranks, 2, timeout_s=TIMEOUT_S)):

@@ -201,6 +201,8 @@ class ShardedOptimizer(Optimizer):
         # Why no checkpoint may be taken: a step() that raised may have left this rank's
         # parameters from two different steps (its own shard updated, others' broadcasts not).
         self._torn: str | None = None
+        # Whether the first step() has compared the gradients' order across ranks.
+        self._gradient_order_checked = False
 
         super().__init__(params, defaults)  # calls self.add_param_group once per group
 
@@ -302,6 +304,8 @@ class ShardedOptimizer(Optimizer):
         from the same checkpoint).
         """
         self._refuse_if_torn("step()")
+        if not self._gradient_order_checked:
+            self._check_gradient_order()
         self._consolidated = None
         for group, local_group in zip(self.param_groups, self._local.param_groups):
             local_group.update((k, v) for k, v in group.items() if k not in _PARAM_KEYS)
@@ -567,6 +571,34 @@ class ShardedOptimizer(Optimizer):
                 f"parameter's values into another. Pass them in an order that is the same on every rank "
                 f"(model.parameters() or model.named_parameters(), not a set or a dict built per rank)"
             )
+
+    def _check_gradient_order(self) -> None:
+        """Once, at the first :meth:`step`: the gradients come in the same order on every rank.
+
+        Parameters without names that hold equal values (freshly initialized
+        LayerNorm weights, say) cannot be told apart when a group is added. Their
+        gradients can: a data-parallel wrapper has made each parameter's gradient
+        equal on every rank, and different parameters get different gradients.
+        The same gradient fingerprints in another order on some rank mean reordered
+        parameters; one all-gather, before anything is updated. Gradients that
+        differ between ranks (no averaging yet) tell nothing and pass.
+        """
+        self._gradient_order_checked = True
+        if self._world_size == 1:
+            return
+        for index, group in enumerate(self.param_groups):
+            grads = [p.grad if p.grad is not None else p.new_empty(0) for p in group["params"]]
+            values = _value_fingerprints(grads)
+            rows = all_gather_ints([_digest(repr(values)), _digest(repr(sorted(values)))], self._process_group)
+            in_order, as_sets = [row[0] for row in rows], [row[1] for row in rows]
+            if len(set(in_order)) > 1 and len(set(as_sets)) == 1:
+                raise ValueError(
+                    f"step(): the gradients of parameter group {index} are the same on every rank but come in "
+                    f"another order on some: the parameters were passed in another order (ranks that agree: "
+                    f"{_agreeing(in_order)}), and the owners' broadcasts would write one parameter's values into "
+                    f"another. Nothing was updated. Pass the parameters in an order that is the same on every rank "
+                    f"(model.named_parameters(), or model.parameters(), not a set or a dict built per rank)"
+                )
 
     def _refuse_if_torn(self, what: str) -> None:
         """Raise if a :meth:`step` raised on this rank: its parameters may mix two steps."""
