@@ -1,58 +1,14 @@
 """Reference attention and the accuracy rule, for testing any attention implementation.
 
-The rule: an implementation computing in dtype ``T`` is accurate enough when its
-error against attention computed in float64 is at most twice the error of plain
-PyTorch attention computed in ``T`` on the same inputs, plus a tiny floor.
-Errors are root-mean-square differences; NaN/Inf must appear exactly where the
-reference has them (the rule is meant for finite inputs: with NaN/Inf inputs,
-implementations that mask by tiles spread NaN differently, see the README).
-
-The floor covers the rounding errors of the steps FlashAttention takes that
-plain attention does not take, where twice the plain error would not: plain
-attention's error is exceptionally small, even exactly 0, where the result is a
-cancellation (with a single key, dq is exactly 0 in float64 and in plain
-attention in any dtype; with two keys it is a difference of two terms). The steps:
-
-1. probabilities recomputed in float32 as ``exp(s - L)`` from the saved
-   logsumexp (and rescaled by the online softmax), whose relative error grows by
-   about one float32 epsilon per unit of ``|s|`` (``s`` = scaled logit), and sums
-   accumulated in float32 in another order (measured on 2026-11-22: a float32
-   kernel's error exceeded twice the naive float32 error by up to 6.5 eps * rms(O)
-   at ``max|s|`` near 30);
-2. the backward's ``Delta_i = rowsum(dO_i * O_i)``, from O as stored in ``T``
-   (each element rounded by up to ``eps(T) / 2``), subtracted from
-   ``dP_ij = dO_i . v_j``: plain attention subtracts ``rowsum(P_i * dP_i)`` of
-   its own ``dP``, so there the two rounding errors cancel, here they do not.
-
-Every quantity ``X`` is a sum of terms. Step 1 changes each term by at most
-``eps(float32) * (1 + max|s|)`` relative (P's error, or the float32 rounding of
-the term itself), step 2 the terms through ``Delta`` by ``eps(T) / 2``; errors
-proportional to each term add up to about the root-sum-square of the terms,
-``|x|_2``. The floor is
-
-    floor(X) = eps(float32) * (1 + max|s|) * rms(|x|_2)  +  eps(T) / 2 * rms(|x_Delta|_2)
-
-with ``x_Delta`` the terms that go through ``Delta`` (none for O and dv), RMS
-over the entries of ``X``, and the terms fully expanded, in float64:
-
-- ``O_i = sum_j P_ij v_j`` and ``dv_j = sum_i P_ij dO_i``;
-- ``dq_i = scale * sum_j (P_ij dP_ij - P_ij Delta_i) k_j`` and
-  ``dk_j = scale * sum_i (P_ij dP_ij - P_ij Delta_i) q_i``, with
-  ``dP_ij = sum_d dO_id v_jd`` and ``Delta_i = sum_d dO_id O_id`` expanded into
-  their D products (two separate sums: their cancellation is not exact);
-- L is a logarithm, not a sum: ``|L|`` stands for ``|x|_2``.
-
-Where the result is not a cancellation, ``rms(|x|_2)`` is about ``rms(X)``.
-Measured on 2026-11-22 with randn inputs at Nq 27-33, Nk 33-35, D 16-40: the
-floor is about 1e-6 * rms(X) for every X in float32 (1.7-2x twice the naive
-float32 error; 1.4-1.8x with the earlier floor ``eps(float32) * (1 + max|s|) *
-rms(X)``); in fp16/bf16 it is negligible for O, L, dv and about eps(T) / 5 *
-rms(X) for dq and dk (0.1-0.3x twice the naive error). With one or two keys
-per query, where naive attention is exact by cancellation, it is what lets the
-kernels pass (the earlier floor failed 20-100% of the draws there). A real
-mistake (a wrong mask or scale, a missing gradient, an error of 1e-4 relative
-in float32) is far above it. This measures the implementation against what the
-dtype allows instead of a fixed tolerance.
+The rule: an implementation computing in dtype ``T`` is accurate enough when the
+RMS error of each result (O, L, dq, dk, dv) against attention computed in
+float64 is at most twice the error of plain PyTorch attention computed in ``T``
+on the same inputs, plus a floor (:func:`error_floors`). NaN/Inf must appear
+exactly where the reference has them. The floor bounds the rounding of the steps
+FlashAttention takes that plain attention does not, and scales with the
+root-sum-square of the terms each result is summed from, so that it holds where
+the result is a cancellation plain attention computes exactly;
+flashattn2's README derives it.
 
 Example::
 
