@@ -66,10 +66,10 @@ def dot_mode(dtype: torch.dtype) -> int:
     times longer to compile.
 
     Triton 3.9's interpreter computes ``tl.dot`` on bf16 operands wrongly (errors of
-    1e10 on a 16x16 product of randn inputs, while fp16 and fp32 are exact), so under the interpreter bf16 tiles are converted to fp32 just
-    before each product. The conversion is exact, so the kernel still rounds where
-    it does on a GPU (P is rounded to bf16 before P @ V); only the accumulation
-    order differs.
+    1e10 on a 16x16 product of randn inputs, while fp16 and fp32 are exact), so
+    under the interpreter bf16 tiles are converted to fp32 just before each
+    product. The conversion is exact, so the kernel still rounds where it does on
+    a GPU (P is rounded to bf16 before P @ V); only the accumulation order differs.
     """
     if dtype == torch.float32:
         return DOT_IEEE_FP32 if KERNELS_INTERPRETED else FP32_DOT_MODE
@@ -96,8 +96,8 @@ def bf16_ready(x, DOT_MODE: tl.constexpr):
     """fp32 ``x``, made ready for a conversion to the tile dtype.
 
     Triton 3.9's interpreter converts fp32 to bf16 by truncating the mantissa
-    (2037 of 4096 randn values differ from torch's round-to-nearest-even), twice the rounding error of a GPU's conversion,
-    enough to fail the accuracy rule of :mod:`flashattn2.testing`. So with
+    (2037 of 4096 randn values differ from torch's round-to-nearest-even), twice
+    the rounding error of a GPU's conversion, enough to fail the accuracy rule of :mod:`flashattn2.testing`. So with
     ``DOT_MODE == DOT_UPCAST_FP32`` (bf16 under the interpreter) ``x`` is
     rounded here to the nearest bf16 value, ties to even (add 0x7FFF plus the
     lowest kept bit, then clear the 16 dropped bits; NaN kept as it is), and
