@@ -63,6 +63,20 @@ def _value_fingerprints(params: list[torch.Tensor]) -> list[int]:
     return sums
 
 
+def _order_digests(values: list[int]) -> list[int]:
+    """Hashes of fingerprints in order and sorted: the same sorted but not in order on some rank
+    means the same parameters in another order (see :func:`_reordered`)."""
+    return [_digest(repr(values)), _digest(repr(sorted(values)))]
+
+
+def _reordered(rows: list[list[int]], column: int) -> list[list[int]] | None:
+    """From the all-gathered :func:`_order_digests` at ``column`` of each rank's row: the groups
+    of ranks that agree on the order, if every rank holds the same fingerprints but not every
+    rank in the same order; else None."""
+    in_order, as_sets = [row[column] for row in rows], [row[column + 1] for row in rows]
+    return _agreeing(in_order) if len(set(in_order)) > 1 and len(set(as_sets)) == 1 else None
+
+
 def _state_weight(param: torch.Tensor) -> int:
     """What ``param`` weighs in the partition: its element count, or 0 if it is frozen.
 
@@ -551,9 +565,7 @@ class ShardedOptimizer(Optimizer):
             for i, p in enumerate(params)
         )
         values = _value_fingerprints(params)
-        rows = all_gather_ints(
-            [_digest(layout), _digest(repr(values)), _digest(repr(sorted(values)))], self._process_group
-        )
+        rows = all_gather_ints([_digest(layout), *_order_digests(values)], self._process_group)
         index = len(self.param_groups) - 1
         layouts = [row[0] for row in rows]
         if len(set(layouts)) > 1:
@@ -563,11 +575,11 @@ class ShardedOptimizer(Optimizer):
                 f"{_agreeing(layouts)}. Every rank must pass the same parameters in the same order. This rank "
                 f"({self._rank}) has, {layout}"
             )
-        in_order, as_sets = [row[1] for row in rows], [row[2] for row in rows]
-        if len(set(in_order)) > 1 and len(set(as_sets)) == 1:
+        agreeing = _reordered(rows, 1)
+        if agreeing is not None:
             raise ValueError(
                 f"parameter group {index} holds the same parameters on every rank but in another order; ranks "
-                f"that agree on the order: {_agreeing(in_order)}. The owners' broadcasts would write one "
+                f"that agree on the order: {agreeing}. The owners' broadcasts would write one "
                 f"parameter's values into another. Pass them in an order that is the same on every rank "
                 f"(model.parameters() or model.named_parameters(), not a set or a dict built per rank)"
             )
@@ -586,16 +598,18 @@ class ShardedOptimizer(Optimizer):
         self._gradient_order_checked = True
         if self._world_size == 1:
             return
-        for index, group in enumerate(self.param_groups):
+        digests = []  # two per group, all groups in one all-gather
+        for group in self.param_groups:
             grads = [p.grad if p.grad is not None else p.new_empty(0) for p in group["params"]]
-            values = _value_fingerprints(grads)
-            rows = all_gather_ints([_digest(repr(values)), _digest(repr(sorted(values)))], self._process_group)
-            in_order, as_sets = [row[0] for row in rows], [row[1] for row in rows]
-            if len(set(in_order)) > 1 and len(set(as_sets)) == 1:
+            digests += _order_digests(_value_fingerprints(grads))
+        rows = all_gather_ints(digests, self._process_group)
+        for index in range(len(self.param_groups)):
+            agreeing = _reordered(rows, 2 * index)
+            if agreeing is not None:
                 raise ValueError(
                     f"step(): the gradients of parameter group {index} are the same on every rank but come in "
                     f"another order on some: the parameters were passed in another order (ranks that agree: "
-                    f"{_agreeing(in_order)}), and the owners' broadcasts would write one parameter's values into "
+                    f"{agreeing}), and the owners' broadcasts would write one parameter's values into "
                     f"another. Nothing was updated. Pass the parameters in an order that is the same on every rank "
                     f"(model.named_parameters(), or model.parameters(), not a set or a dict built per rank)"
                 )
