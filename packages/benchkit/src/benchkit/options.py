@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from benchkit.argtypes import output_folder, positive_float, positive_int
 from benchkit.model import ATTENTION_BACKENDS, SIZES
 from benchkit.plot import FORMATS
+from benchkit.ranks import rank_device_type
 from benchkit.training import PRECISIONS
 
 __all__ = [
@@ -176,6 +178,19 @@ def add_rank_arguments(
         metavar="S",
         help=f"deadline of each spawned group of ranks, and the process group timeout (default: {timeout_s:g})",
     )
+
+
+def rank_plan_fields(args: argparse.Namespace, device: torch.device, gpu_sizes: Sequence[str]) -> dict[str, Any]:
+    """The :class:`benchkit.ranks.RankPlan` fields from the options of :func:`add_rank_arguments`
+    (and ``--warmup``/``--steps``), with ``--device`` resolved to ``device``."""
+    return {
+        "sizes": tuple(args.size or default_sizes(device, gpu_sizes)),
+        "context_length": args.context_length,
+        "batch_size": args.batch_size,
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "device_type": rank_device_type(device),
+    }
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, command: str | None = None, *, figures: bool = False) -> None:

@@ -29,10 +29,10 @@ from benchkit.options import (
     add_precision_argument,
     add_rank_arguments,
     default_nproc,
-    default_sizes,
+    rank_plan_fields,
 )
 from benchkit.plot import save_figure
-from benchkit.ranks import GPU_SIZES, backend_for, rank_device_type, rank_runs
+from benchkit.ranks import GPU_SIZES, backend_for, rank_runs
 from benchkit.report import format_table, options_for_json, write_results
 
 HELP = "step time and non-hidden communication of the ddp wrappers vs PyTorch DDP"
@@ -80,12 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     plan = DataParallelPlan(
-        sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
-        context_length=args.context_length,
-        batch_size=args.batch_size,
-        warmup=args.warmup,
-        steps=args.steps,
-        device_type=rank_device_type(device),
+        **rank_plan_fields(args, device, GPU_SIZES),
         precision=args.precision,
         attention=args.attention,
         variants=tuple(variant_names(args.variants, args.bucket_mb)),

@@ -10,9 +10,9 @@ from typing import Any
 
 from benchkit.argtypes import positive_float, positive_int
 from benchkit.devices import device_name, resolve_device
-from benchkit.options import add_output_arguments, add_rank_arguments, default_nproc, default_sizes
+from benchkit.options import add_output_arguments, add_rank_arguments, default_nproc, rank_plan_fields
 from benchkit.plot import save_figure
-from benchkit.ranks import GPU_SIZES, rank_device_type, rank_runs
+from benchkit.ranks import GPU_SIZES, rank_runs
 from benchkit.report import format_table, options_for_json, write_results
 from benchkit.zero import MEMORY_COLUMNS, TIME_COLUMNS, VARIANTS, ZeroPlan, plot_rows, run_zero
 
@@ -51,12 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     plan = ZeroPlan(
-        sizes=tuple(args.size or default_sizes(device, GPU_SIZES)),
-        context_length=args.context_length,
-        batch_size=args.batch_size,
-        warmup=args.warmup,
-        steps=args.steps,
-        device_type=rank_device_type(device),
+        **rank_plan_fields(args, device, GPU_SIZES),
         variants=tuple(args.variants),
         bucket_size_mb=args.bucket_size_mb,
     )
