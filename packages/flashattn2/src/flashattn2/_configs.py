@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import torch
 
+from flashattn2._inputs import cuda_capability
 from flashattn2._triton_common import KERNELS_INTERPRETED, head_dim_block
 
 
@@ -186,7 +187,7 @@ def default_tile(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.d
     if KERNELS_INTERPRETED:
         return INTERPRETER_TILE
     bucket = head_dim_bucket(head_dim)
-    if torch.cuda.get_device_capability(device)[0] == 9:
+    if cuda_capability(device)[0] == 9:
         return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize)]
     return _PORTABLE_DEFAULTS[kernel][bucket]
 

@@ -100,7 +100,7 @@ def check_attention_inputs(
 _capabilities: dict[int, tuple[int, int]] = {}
 
 
-def _capability(device: torch.device) -> tuple[int, int]:
+def cuda_capability(device: torch.device) -> tuple[int, int]:
     """``torch.cuda.get_device_capability(device)``, asked once per device (it costs host time on every call)."""
     index = torch.cuda.current_device() if device.index is None else device.index
     capability = _capabilities.get(index)
@@ -127,8 +127,8 @@ def check_triton_device(device: torch.device) -> None:
         return
     if device.type != "cuda":
         raise ValueError(f"the Triton backend needs CUDA (or CPU with TRITON_INTERPRET=1) tensors; got {device}")
-    if torch.version.hip is None and _capability(device) < MIN_CUDA_CAPABILITY:
-        major, minor = _capability(device)
+    if torch.version.hip is None and cuda_capability(device) < MIN_CUDA_CAPABILITY:
+        major, minor = cuda_capability(device)
         raise ValueError(
             f"the Triton backend needs a CUDA GPU of compute capability >= 8.0; {device} has {major}.{minor}: "
             "use backend='pytorch'"

@@ -511,7 +511,8 @@ class BackwardPlan:
         self.dq_scalars = (*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *shared)
         self.dkdv_scalars = (*q_stride, *k_stride, *v_stride, *grad_stride, *dkv_stride, *dkv_stride, *shared)
         self.delta_size = batch * heads * n_q
-        self.grids = (n_q, batch * heads), (n_k, batch * kv_heads)
+        self.n_q, self.n_k = n_q, n_k
+        self.query_heads, self.kv_heads = batch * heads, batch * kv_heads  # (batch, head) pairs
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch_dq = self.launch_dkdv = None
 
@@ -526,13 +527,11 @@ class BackwardPlan:
         )
 
     def compiled_dq(self, tile) -> CompiledLaunch:
-        rows, programs = self.grids[0]
-        grid = (triton.cdiv(rows, tile.block_m), programs, 1)
+        grid = (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1)
         return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, self._constexprs(tile), tile)
 
     def compiled_dkdv(self, tile) -> CompiledLaunch:
-        rows, programs = self.grids[1]
-        grid = (triton.cdiv(rows, tile.block_n), programs, 1)
+        grid = (triton.cdiv(self.n_k, tile.block_n), self.kv_heads, 1)
         return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile)
 
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):

@@ -249,14 +249,15 @@ class ForwardPlan:
             n_q,
             n_k,
         )
-        self.grid_m, self.grid_bh = n_q, batch * heads
+        self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
+        self.empty = 0 in q_shape  # no output element: nothing to launch
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch = None
 
     def compiled_launch(self, tile) -> CompiledLaunch:
         return CompiledLaunch(
             _forward_kernel,
-            (triton.cdiv(self.grid_m, tile.block_m), self.grid_bh, 1),
+            (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1),
             self.scalars,
             dict(
                 HEAD_DIM=self.head_dim,
@@ -272,7 +273,7 @@ class ForwardPlan:
     def __call__(self, q, k, v):
         o = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
         lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
-        if o.numel() == 0:
+        if self.empty:
             return o, lse
         if True in self.copy:
             q, k, v = (x.contiguous() if copy else x for x, copy in zip((q, k, v), self.copy))
