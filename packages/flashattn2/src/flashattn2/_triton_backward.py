@@ -34,7 +34,6 @@ import torch
 import triton
 import triton.language as tl
 
-from flashattn2 import _triton_common
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -42,7 +41,6 @@ from flashattn2._triton_common import (
     bf16_ready,
     contiguous_strides,
     dot_mode,
-    exp2_ftz,
     head_dim_block,
     key_ranges,
     load_tile,
@@ -79,7 +77,6 @@ def _dkdv_tile(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -92,9 +89,7 @@ def _dkdv_tile(
         lse = tl.load(lse_base + offs_m)
         delta = tl.load(delta_base + offs_m)
     s_t = tile_dot(k, tl.trans(q), DOT_MODE) * qk_scale_log2
-    if FLAGS & 8:
-        dp_t = tile_dot(v, tl.trans(do), DOT_MODE)
-    p_t = exp2_ftz(s_t - lse[None, :] * LOG2_E_IN_KERNEL, FLAGS)
+    p_t = tl.exp2(s_t - lse[None, :] * LOG2_E_IN_KERNEL)
     if MASKED:
         visible = offs_m[None, :] < N_Q
         if CAUSAL:
@@ -102,8 +97,7 @@ def _dkdv_tile(
         # tl.where, not a product: p_t is +inf for rows whose L is -inf (rows that see no key).
         p_t = tl.where(visible, p_t, 0.0)
     dv += tile_dot(bf16_ready(p_t, DOT_MODE).to(do.dtype), do, DOT_MODE)
-    if (FLAGS & 8) == 0:
-        dp_t = tile_dot(v, tl.trans(do), DOT_MODE)
+    dp_t = tile_dot(v, tl.trans(do), DOT_MODE)
     ds_t = p_t * (dp_t - delta[None, :])
     dk += tile_dot(bf16_ready(ds_t, DOT_MODE).to(q.dtype), q, DOT_MODE)
     return dk, dv
@@ -155,7 +149,6 @@ def _dkdv_kernel(
     DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq)."""
     pid_n = tl.program_id(0)
@@ -223,7 +216,6 @@ def _dkdv_kernel(
                 True,
                 CAUSAL,
                 DOT_MODE,
-                FLAGS,
             )
         for start_m in range(diag_end, full_end, BLOCK_M):
             dk, dv = _dkdv_tile(
@@ -251,7 +243,6 @@ def _dkdv_kernel(
                 False,
                 CAUSAL,
                 DOT_MODE,
-                FLAGS,
             )
         for start_m in range(tail_start, N_Q, BLOCK_M):
             dk, dv = _dkdv_tile(
@@ -279,7 +270,6 @@ def _dkdv_kernel(
                 True,
                 CAUSAL,
                 DOT_MODE,
-                FLAGS,
             )
 
     dk = dk * softmax_scale
@@ -320,21 +310,17 @@ def _dq_tile(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     """Add one key tile's contribution to a query tile's dQ (without the final scale)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
-    if FLAGS & 8:
-        dp = tile_dot(do, tl.trans(v), DOT_MODE)
-    p = exp2_ftz(s - lse[:, None] * LOG2_E_IN_KERNEL, FLAGS)
+    p = tl.exp2(s - lse[:, None] * LOG2_E_IN_KERNEL)
     if MASKED:
         visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
         p = tl.where(visible, p, 0.0)  # see _dkdv_tile: p can be +inf where masked
-    if (FLAGS & 8) == 0:
-        dp = tile_dot(do, tl.trans(v), DOT_MODE)
+    dp = tile_dot(do, tl.trans(v), DOT_MODE)
     ds = p * (dp - delta[:, None])
     dq += tile_dot(bf16_ready(ds, DOT_MODE).to(k.dtype), k, DOT_MODE)
     return dq
@@ -386,7 +372,6 @@ def _dq_kernel(
     DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     """One program: Delta and dQ of one query tile of one (batch, head). LSE and DELTA are contiguous (B, H, Nq).
 
@@ -444,7 +429,6 @@ def _dq_kernel(
             False,
             CAUSAL,
             DOT_MODE,
-            FLAGS,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         dq = _dq_tile(
@@ -471,7 +455,6 @@ def _dq_kernel(
             True,
             CAUSAL,
             DOT_MODE,
-            FLAGS,
         )
 
     dq = dq * softmax_scale
@@ -541,7 +524,6 @@ class BackwardPlan:
             DOT_MODE=dot_mode(self.dtype),
             BLOCK_M=tile.block_m,
             BLOCK_N=tile.block_n,
-            FLAGS=_triton_common.EXPERIMENT,
         )
 
     def compiled_dq(self, tile) -> CompiledLaunch:

@@ -78,20 +78,6 @@ def dot_mode(dtype: torch.dtype) -> int:
     return DOT_NATIVE
 
 
-# EXPERIMENT flags (bits): 1 fold scale into FMA (forward), 2 ftz exp2 via inline asm, 4 warp_specialize fwd loop
-EXPERIMENT = int(os.environ.get("FA2_EXPERIMENT", "0"))
-
-
-@triton.jit
-def exp2_ftz(x, FLAGS: tl.constexpr):
-    if FLAGS & 2:
-        return tl.inline_asm_elementwise(
-            "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-        )
-    else:
-        return tl.exp2(x)
-
-
 @triton.jit
 def tile_dot(a, b, DOT_MODE: tl.constexpr):
     """``a @ b`` with fp32 accumulation; ``DOT_MODE`` is one of the ``DOT_*`` values."""

@@ -26,14 +26,12 @@ import torch
 import triton
 import triton.language as tl
 
-from flashattn2 import _triton_common
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
     bf16_ready,
     contiguous_strides,
     dot_mode,
-    exp2_ftz,
     head_dim_block,
     key_ranges,
     load_tile,
@@ -68,27 +66,21 @@ def _forward_tile(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
-    qk = tile_dot(q, tl.trans(k), DOT_MODE)
-    if MASKED or (FLAGS & 1) == 0:
-        s = qk * qk_scale_log2
-        if MASKED:
-            visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
-            s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        if MASKED:
-            # A row that has seen no visible key yet keeps m = -inf; subtracting 0
-            # instead keeps exp2 at exp2(-inf) = 0 rather than exp2(nan).
-            m_new = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = exp2_ftz(s - m_new[:, None], FLAGS)
-    else:
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-        p = exp2_ftz(qk * qk_scale_log2 - m_new[:, None], FLAGS)
+    s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
+    if MASKED:
+        visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if MASKED:
+        # A row that has seen no visible key yet keeps m = -inf; subtracting 0
+        # instead keeps exp2 at exp2(-inf) = 0 rather than exp2(nan).
+        m_new = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None] + tile_dot(bf16_ready(p, DOT_MODE).to(v.dtype), v, DOT_MODE)
@@ -132,7 +124,6 @@ def _forward_kernel(
     DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    FLAGS: tl.constexpr,
 ):
     num_m = tl.cdiv(N_Q, BLOCK_M)
     # Causal: the last query tiles see the most keys; start them first.
@@ -156,24 +147,7 @@ def _forward_kernel(
 
     unmasked_end, end = key_ranges(m0, N_K, kv_shift, BLOCK_M, BLOCK_N, CAUSAL)
 
-    if FLAGS & 16:
-        # software pipelining: the next key tile's scores are issued before this tile's softmax
-        k = load_tile(k_base, tl.arange(0, BLOCK_N), offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, True)
-        qk = tile_dot(q, tl.trans(k), DOT_MODE)
-        for start_n in range(0, unmasked_end, BLOCK_N):
-            offs_next = start_n + BLOCK_N + tl.arange(0, BLOCK_N)
-            k_next = load_tile(k_base, offs_next, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, True)
-            qk_next = tile_dot(q, tl.trans(k_next), DOT_MODE)
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, False)
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-            p = tl.exp2(qk * qk_scale_log2 - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tile_dot(bf16_ready(p, DOT_MODE).to(v.dtype), v, DOT_MODE)
-            m_i = m_new
-            qk = qk_next
-    for start_n in tl.range(0, unmasked_end if (FLAGS & 16) == 0 else 0, BLOCK_N, warp_specialize=(FLAGS & 4) != 0):
+    for start_n in range(0, unmasked_end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
             acc,
             m_i,
@@ -197,7 +171,6 @@ def _forward_kernel(
             False,
             CAUSAL,
             DOT_MODE,
-            FLAGS,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
@@ -223,7 +196,6 @@ def _forward_kernel(
             True,
             CAUSAL,
             DOT_MODE,
-            FLAGS,
         )
 
     # Rows that saw no key at all (causal with Nq > Nk, or Nk == 0) get O = 0 and L = -inf.
@@ -294,7 +266,6 @@ class ForwardPlan:
                 DOT_MODE=dot_mode(self.dtype),
                 BLOCK_M=tile.block_m,
                 BLOCK_N=tile.block_n,
-                FLAGS=_triton_common.EXPERIMENT,
             ),
             tile,
         )
