@@ -48,6 +48,15 @@ def test_custom_softmax_scale(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale", [-0.9, 0.0])
+@pytest.mark.parametrize("causal", [False, True])
+def test_negative_and_zero_softmax_scale(backend, scale, causal):
+    # Logits of a few hundred: a row maximum taken on the wrong side of the scores overflows exp.
+    q, k, v = 8 * torch.randn(1, 2, 19, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16)
+    assert_attention_matches_reference(_with(backend, softmax_scale=scale), q, k, v, causal=causal, softmax_scale=scale)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_gradient_of_a_non_contiguous_output_gradient(backend):
     # out.sum() back-propagates an expanded (stride 0) gradient; a transposed one has odd strides.
     q, k, v = (torch.randn(1, 2, 18, 16) for _ in range(3))

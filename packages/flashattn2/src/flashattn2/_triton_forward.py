@@ -66,21 +66,28 @@ def _forward_tile(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
+    NEGATIVE_SCALE: tl.constexpr,
 ):
     """Fold one key/value tile into the running (acc, m_i, l_i) of a query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = load_tile(k_base, offs_n, offs_d, stride_kn, stride_kd, N_K, HEAD_DIM, BLOCK_D, MASKED)
     v = load_tile(v_base, offs_n, offs_d, stride_vn, stride_vd, N_K, HEAD_DIM, BLOCK_D, MASKED)
-    s = tile_dot(q, tl.trans(k), DOT_MODE) * qk_scale_log2
+    qk = tile_dot(q, tl.trans(k), DOT_MODE)
     if MASKED:
         visible = visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL)
-        s = tl.where(visible, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    if MASKED:
+        s = tl.where(visible, qk * qk_scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row that has seen no visible key yet keeps m = -inf; subtracting 0
         # instead keeps exp2 at exp2(-inf) = 0 rather than exp2(nan).
         m_new = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2(s - m_new[:, None])
+    else:
+        # The scale is applied inside the exponent's argument (one FMA per score):
+        # the row maximum of the scaled scores is the scaled maximum of the raw ones,
+        # or their minimum when the scale is negative.
+        raw_max = tl.min(qk, 1) if NEGATIVE_SCALE else tl.max(qk, 1)
+        m_new = tl.maximum(m_i, raw_max * qk_scale_log2)
+        p = tl.exp2(qk * qk_scale_log2 - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None] + tile_dot(bf16_ready(p, DOT_MODE).to(v.dtype), v, DOT_MODE)
@@ -122,6 +129,7 @@ def _forward_kernel(
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
+    NEGATIVE_SCALE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -171,6 +179,7 @@ def _forward_kernel(
             False,
             CAUSAL,
             DOT_MODE,
+            NEGATIVE_SCALE,
         )
     for start_n in range(unmasked_end, end, BLOCK_N):
         acc, m_i, l_i = _forward_tile(
@@ -196,6 +205,7 @@ def _forward_kernel(
             True,
             CAUSAL,
             DOT_MODE,
+            NEGATIVE_SCALE,
         )
 
     # Rows that saw no key at all (causal with Nq > Nk, or Nk == 0) get O = 0 and L = -inf.
@@ -228,6 +238,7 @@ class ForwardPlan:
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
         self.dtype, self.device, self.causal, self.head_dim = dtype, device, causal, head_dim
+        self.negative_scale = softmax_scale < 0
         # Views whose (batch, head) spans past the kernels' 32-bit offsets are copied (needs_contiguous_copy).
         self.copy = tuple(
             needs_contiguous_copy(shape, stride, name)
@@ -264,6 +275,7 @@ class ForwardPlan:
                 BLOCK_D=head_dim_block(self.head_dim),
                 CAUSAL=self.causal,
                 DOT_MODE=dot_mode(self.dtype),
+                NEGATIVE_SCALE=self.negative_scale,
                 BLOCK_M=tile.block_m,
                 BLOCK_N=tile.block_n,
             ),
