@@ -38,8 +38,6 @@ from flashattn2._triton_common import KERNELS_INTERPRETED
 # growing KV cache, say) from growing without limit.
 PLAN_CACHE_SIZE = 4096
 
-MAXNREG: dict = {}  # EXPERIMENT: kernel name -> register cap
-
 
 def on_its_device(run: Callable, device: torch.device, *args):
     """``run(*args)`` with ``device`` current: Triton launches on the current CUDA device."""
@@ -84,7 +82,6 @@ class CompiledLaunch:
                 **self.constexprs,
                 num_warps=self.tile.num_warps,
                 num_stages=self.tile.num_stages,
-                **({"maxnreg": MAXNREG[self.fn.__name__]} if self.fn.__name__ in MAXNREG else {}),
             )
             if not KERNELS_INTERPRETED:
                 self.kernel = kernel
