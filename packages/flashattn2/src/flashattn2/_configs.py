@@ -42,13 +42,13 @@ HEAD_DIM_BUCKETS = (32, 64, 128, 256)
 # Hopper (compute capability 9.x): the fastest configuration of
 # benchmarks/tiles.py on an H100 (BENCHMARKS.md) at (B, H, N) = (1, 16, 16384)
 # for head dim 64, (4, 16, 4096) for 128 (causal and full gave the same
-# optimum), (2, 16, 4096) for 256; bucket 32 uses 64's. fp32 keeps small tiles:
-# larger ones ran 5-15% faster at head dim 64 but took the first call's
-# compilation past 10 s; fp32 at head dims 128 and 256 was not timed.
+# optimum), (2, 16, 4096) for 256; bucket 32 uses 64's. fp32 keeps small tiles
+# that compile fast: larger ones ran 5-15% faster at head dim 64 but took the
+# first call's compilation past 10 s; fp32 at head dims 128 and 256 was not timed.
 _HOPPER_DEFAULTS: dict[str, dict[tuple[int, int], Tile]] = {
     "forward": {
         (64, 2): Tile(128, 64, 8, 4),
-        (128, 2): Tile(128, 64, 8, 4),
+        (128, 2): Tile(64, 64, 4, 3),
         (256, 2): Tile(64, 32, 4, 2),
         (64, 4): Tile(64, 64, 4, 2),
         (128, 4): Tile(64, 32, 4, 2),
@@ -58,12 +58,12 @@ _HOPPER_DEFAULTS: dict[str, dict[tuple[int, int], Tile]] = {
         (64, 2): Tile(128, 64, 8, 3),
         (128, 2): Tile(128, 64, 8, 3),
         (256, 2): Tile(64, 32, 4, 3),
-        (64, 4): Tile(64, 32, 4, 2),
+        (64, 4): Tile(64, 32, 4, 1),
         (128, 4): Tile(64, 32, 4, 1),
         (256, 4): Tile(32, 16, 4, 1),
     },
     "dkdv": {
-        (64, 2): Tile(64, 64, 4, 2),
+        (64, 2): Tile(64, 64, 4, 3),
         (128, 2): Tile(64, 64, 4, 2),
         (256, 2): Tile(64, 64, 8, 2),
         (64, 4): Tile(32, 64, 4, 1),
