@@ -157,16 +157,24 @@ def _check_scenarios(seed, device):
 
 
 def _check_comparison_sees_last_bits(seed):
-    """The bitwise comparison can fail: fused AdamW against the for-loop AdamW differs in the last bits."""
-    torch.manual_seed(seed)
-    ref_model = _Net()
-    model = copy.deepcopy(ref_model)
-    ref = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False)
-    opt = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-2, fused=True)
-    for step in range(STEPS):
-        for o, m in ((ref, ref_model), (opt, model)):
-            _train(m, o, seed, [step])
-    assert not all(torch.equal(a, b) for a, b in zip(ref_model.parameters(), model.parameters()))
+    """The bitwise comparison can fail: fused AdamW against the for-loop AdamW differs in the last bits.
+
+    For about one seed in twenty the two happen to agree bitwise after STEPS steps,
+    so four consecutive seeds are tried (all four on every rank, which keeps the
+    ranks' collectives in step) and at least one must differ.
+    """
+    differs = []
+    for attempt in range(4):
+        torch.manual_seed(seed + attempt)
+        ref_model = _Net()
+        model = copy.deepcopy(ref_model)
+        ref = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False)
+        opt = ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-2, fused=True)
+        for step in range(STEPS):
+            for o, m in ((ref, ref_model), (opt, model)):
+                _train(m, o, seed + attempt, [step])
+        differs.append(not all(torch.equal(a, b) for a, b in zip(ref_model.parameters(), model.parameters())))
+    assert any(differs)
 
 
 def _check_mixed_devices_need_explicit_foreach():
