@@ -227,13 +227,7 @@ def measure_peak(
         torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_EVENTS, stacks="python", clear_history=True)
     workload = None
     try:
-        workload = Workload(
-            settings.model_config(),
-            batch_size=settings.batch_size,
-            device=device,
-            precision=settings.precision,
-            compile=settings.compile,
-        )
+        workload = settings.workload(device)
         timer = PhaseTimer(device)
         workload.step(settings.mode, timer)
         torch.cuda.reset_peak_memory_stats(device)

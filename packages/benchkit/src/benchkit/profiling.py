@@ -37,7 +37,7 @@ from torch.profiler import ProfilerActivity
 
 from benchkit.timing import PhaseTimer
 from benchkit.training import PHASES
-from benchkit.workload import Workload, WorkloadSettings
+from benchkit.workload import WorkloadSettings
 
 __all__ = ["Profile", "is_matmul", "phase_breakdown", "phase_summary", "profile_workload"]
 
@@ -138,13 +138,7 @@ def profile_workload(settings: WorkloadSettings, device: torch.device | str) -> 
     """Build ``settings``' workload on ``device``, run ``settings.warmup`` steps, then profile
     ``settings.steps`` steps of ``settings.mode`` (see the module docstring)."""
     device = torch.device(device)
-    workload = Workload(
-        settings.model_config(),
-        batch_size=settings.batch_size,
-        device=device,
-        precision=settings.precision,
-        compile=settings.compile,
-    )
+    workload = settings.workload(device)
     timer = PhaseTimer(device)  # it synchronizes the device at the end of each phase: see the attribution above
     for _ in range(settings.warmup):
         workload.step(settings.mode, timer)

@@ -129,6 +129,16 @@ class WorkloadSettings:
         """The :class:`~benchkit.model.ModelConfig` of this size, context length and attention."""
         return model_config(self.size, self.context_length, attention=self.attention)
 
+    def workload(self, device: torch.device | str) -> Workload:
+        """The :class:`Workload` of these settings on ``device``."""
+        return Workload(
+            self.model_config(),
+            batch_size=self.batch_size,
+            device=device,
+            precision=self.precision,
+            compile=self.compile,
+        )
+
 
 def benchmark(settings: WorkloadSettings, device: torch.device | str) -> dict[str, Any]:
     """Measure one configuration on ``device``; return its result row.
@@ -157,13 +167,7 @@ def benchmark(settings: WorkloadSettings, device: torch.device | str) -> dict[st
     )
     workload = stats = None
     try:
-        workload = Workload(
-            config,
-            batch_size=settings.batch_size,
-            device=device,
-            precision=settings.precision,
-            compile=settings.compile,
-        )
+        workload = settings.workload(device)
         stats = measure(workload, settings.mode, warmup=settings.warmup, steps=settings.steps)
     except torch.OutOfMemoryError:
         pass  # recorded below; memory is freed once the exception (and its frames) are gone
