@@ -135,3 +135,25 @@ def test_views_whose_offsets_overflow_int32_are_copied():
 def test_contiguous_strides_match_torch():
     for shape in ((2, 3, 5, 7), (1, 0, 4, 8), (3, 1, 1, 2)):
         assert contiguous_strides(shape) == torch.empty(shape).stride()
+
+
+@pytest.mark.triton_kernels
+def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeypatch):
+    from flashattn2._triton_backward import backward_plan, triton_backward
+    from flashattn2._triton_forward import triton_forward
+
+    launched = []
+    real_call = CompiledLaunch.__call__
+
+    def counting_call(self, *tensors):
+        launched.append(self.fn.__name__)
+        return real_call(self, *tensors)
+
+    monkeypatch.setattr(CompiledLaunch, "__call__", counting_call)
+    monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
+    backward_plan.cache_clear()  # a plan made by another test would skip its first call here
+    q, k, v, grad_out = (torch.randn(1, 2, 24, 16) for _ in range(4))
+    out, lse = triton_forward(q, k, v, True, 0.25)
+    launched.clear()
+    triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
+    assert launched == ["_dq_kernel", "_dkdv_kernel"]

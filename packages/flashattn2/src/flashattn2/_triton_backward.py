@@ -562,11 +562,16 @@ class BackwardPlan:
             self.tile_key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq", *inputs
         )
         self.launch_dq = self.compiled_dq(dq_tile)
-        self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # Delta, for timing the dK/dV candidates
-        dkdv_tile = dkdv_tiles.choose(
-            self.tile_key, lambda t: self.compiled_dkdv(t)(q, k, v, grad_out, lse, delta, dk, dv), "dkdv", *inputs
-        )
-        self.launch_dkdv = self.compiled_dkdv(dkdv_tile)
+        delta_written = False
+
+        def time_dkdv(tile):
+            nonlocal delta_written
+            if not delta_written:  # the dK/dV candidates read Delta, which the dQ kernel writes
+                self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)
+                delta_written = True
+            self.compiled_dkdv(tile)(q, k, v, grad_out, lse, delta, dk, dv)
+
+        self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
