@@ -189,6 +189,35 @@ def test_backend_resolution(monkeypatch, built_for_interpreter, interpret_now):
         resolve_backend("triton", torch.device("meta"))
 
 
+def test_backend_resolution_remembers_only_accepted_cuda_devices(monkeypatch):
+    # An accepted CUDA device skips the check on later calls; everything else is checked every time.
+    import flashattn2.api as api
+
+    accepted = torch.device("cuda", 0)
+    monkeypatch.setattr(api, "_TRITON_CUDA_DEVICES", set())
+    monkeypatch.setattr(_inputs, "_capabilities", {0: (9, 0)})
+    assert resolve_backend("auto", accepted) == "triton"
+    assert {accepted} == api._TRITON_CUDA_DEVICES
+    monkeypatch.setattr(_inputs, "_capabilities", {0: (7, 5)})  # no second check for a remembered device
+    assert resolve_backend("triton", accepted) == "triton"
+    assert resolve_backend("pytorch", accepted) == "pytorch"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        resolve_backend("cuda", accepted)
+    _inputs._capabilities[1] = (7, 5)
+    with pytest.raises(ValueError, match=r"compute capability >= 8\.0"):
+        resolve_backend("auto", torch.device("cuda", 1))
+    assert {accepted} == api._TRITON_CUDA_DEVICES
+
+
+def test_functorch_transforms_take_autograd_functions_documented_route():
+    # flash_attention calls the autograd Function's C implementation directly in eager mode;
+    # under a functorch transform it goes through Function.apply, which refuses a Function
+    # without setup_context instead of returning a silently wrong derivative.
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda q: flash_attention(q, k, v, backend="pytorch").sum())(q)
+
+
 def test_setting_triton_interpret_after_import_keeps_cpu_tensors_on_pytorch():
     # The reported failure: kernels built for a GPU at import, TRITON_INTERPRET=1 set
     # afterwards; backend="auto" sent CPU tensors to them ("RuntimeError: 0 active drivers").

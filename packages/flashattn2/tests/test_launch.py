@@ -7,7 +7,7 @@ import torch
 
 import flashattn2._launch as launch_module
 from flashattn2._configs import Tile, default_tile, shared_memory_bytes
-from flashattn2._launch import CompiledLaunch, TileChooser
+from flashattn2._launch import CompiledLaunch, TileChooser, alignments
 from flashattn2._triton_common import contiguous_strides, needs_contiguous_copy
 
 
@@ -40,11 +40,11 @@ class _RecordingJIT:
 
 def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(monkeypatch):
     monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)  # CPU builds lack it
+    streams = {3: 1234}  # the current stream of each device
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", streams.__getitem__, raising=False)  # CPU builds lack it
     fn = _RecordingJIT()
     tile = Tile(64, 32, 8, 3)
-    launch = CompiledLaunch(fn, (5, 2, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, tile)
+    launch = CompiledLaunch(fn, (5, 2, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, tile, torch.device("cuda", 3))
     x, y = torch.randn(3), torch.randn(3)
     launch(x, y)
     launch(y, x)
@@ -53,15 +53,24 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
     assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
     assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3}
     assert direct == "direct"
-    # grid, stream, function, metadata, launch metadata and hooks (none listen), then every argument in order
+    # grid, the stream of the launch's device, function, metadata, launch metadata and hooks (none listen),
+    # then every argument in order
     assert run_args[:9] == (5, 2, 1, 1234, "function", "metadata", None, None, None)
     assert run_args[9] is y and run_args[10] is x and run_args[11:] == (16, 0.5, 64, 1)
 
 
 def test_constexprs_out_of_order_are_refused():
-    launch = CompiledLaunch(_RecordingJIT(), (1, 1, 1), (16, 0.5), {"MODE": 1, "BLOCK": 64}, Tile(16, 16, 4, 1))
+    launch = CompiledLaunch(
+        _RecordingJIT(), (1, 1, 1), (16, 0.5), {"MODE": 1, "BLOCK": 64}, Tile(16, 16, 4, 1), torch.device("cpu")
+    )
     with pytest.raises(TypeError, match=r"constexprs must be \['BLOCK', 'MODE'\] in order"):
         launch(torch.randn(1), torch.randn(1))
+
+
+def test_alignments_is_one_key_when_every_pointer_is_aligned_else_one_bool_per_tensor():
+    x = torch.randn(64)
+    assert alignments(x, x, x) is True
+    assert alignments(x, x[1:], x) == (True, False, True)  # 4-byte offset: another kernel specialization
 
 
 def test_plans_are_cached_per_layout_and_alignment():

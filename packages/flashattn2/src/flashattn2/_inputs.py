@@ -50,44 +50,46 @@ def check_attention_inputs(
                 f"{name} must be a dense tensor (layout torch.strided); got layout {x.layout}: "
                 f"convert it with {name}.to_dense()"
             )
-    if q.dim() not in (3, 4):
-        raise ValueError(f"q must have 3 or 4 dimensions ({_SHAPES}); got q.shape={tuple(q.shape)}")
-    for name, x in (("k", k), ("v", v)):
-        if x.dim() != q.dim():
+    # Each ``.shape``, ``.dtype`` and ``.device`` builds a new Python object: read them once.
+    q_shape, k_shape, v_shape = q.shape, k.shape, v.shape
+    rank = len(q_shape)
+    if rank not in (3, 4):
+        raise ValueError(f"q must have 3 or 4 dimensions ({_SHAPES}); got q.shape={tuple(q_shape)}")
+    for name, shape in (("k", k_shape), ("v", v_shape)):
+        if len(shape) != rank:
             raise ValueError(
                 f"{name} must have as many dimensions as q ({_SHAPES}); "
-                f"got q.shape={tuple(q.shape)}, {name}.shape={tuple(x.shape)}"
+                f"got q.shape={tuple(q_shape)}, {name}.shape={tuple(shape)}"
             )
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape; got k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)}")
-    head_dim = q.shape[-1]
-    if k.shape[-1] != head_dim:
+    if k_shape != v_shape:
+        raise ValueError(f"k and v must have the same shape; got k.shape={tuple(k_shape)}, v.shape={tuple(v_shape)}")
+    head_dim = q_shape[-1]
+    if k_shape[-1] != head_dim:
         raise ValueError(
-            f"q and k must have the same head dimension D (last dim); got q.shape={tuple(q.shape)}, "
-            f"k.shape={tuple(k.shape)}"
+            f"q and k must have the same head dimension D (last dim); got q.shape={tuple(q_shape)}, "
+            f"k.shape={tuple(k_shape)}"
         )
     if not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"head dimension D = q.shape[-1] must be in 1..{MAX_HEAD_DIM}; got {head_dim}")
-    if k.shape[0] != q.shape[0]:
+    if k_shape[0] != q_shape[0]:
         raise ValueError(
-            f"q and k must have the same batch size (dim 0); got q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}"
+            f"q and k must have the same batch size (dim 0); got q.shape={tuple(q_shape)}, k.shape={tuple(k_shape)}"
         )
-    if q.dim() == 4:
-        heads, kv_heads = q.shape[1], k.shape[1]
+    if rank == 4:
+        heads, kv_heads = q_shape[1], k_shape[1]
         if (kv_heads == 0 and heads != 0) or (kv_heads and heads % kv_heads):
             raise ValueError(
                 f"the number of k/v heads (k.shape[1] = {kv_heads}) must divide the number of query heads "
                 f"(q.shape[1] = {heads}) for grouped-query attention"
             )
-    if q.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"q.dtype must be torch.float16, torch.bfloat16 or torch.float32; got {q.dtype}")
+    dtype, device = q.dtype, q.device
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"q.dtype must be torch.float16, torch.bfloat16 or torch.float32; got {dtype}")
     for name, x in (("k", k), ("v", v)):
-        if x.dtype != q.dtype:
-            raise TypeError(f"q, k and v must have the same dtype; got q.dtype={q.dtype}, {name}.dtype={x.dtype}")
-        if x.device != q.device:
-            raise ValueError(
-                f"q, k and v must be on the same device; got q.device={q.device}, {name}.device={x.device}"
-            )
+        if x.dtype != dtype:
+            raise TypeError(f"q, k and v must have the same dtype; got q.dtype={dtype}, {name}.dtype={x.dtype}")
+        if x.device != device:
+            raise ValueError(f"q, k and v must be on the same device; got q.device={device}, {name}.device={x.device}")
     if softmax_scale is None:
         return 1.0 / math.sqrt(head_dim)
     if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):

@@ -40,16 +40,24 @@ PLAN_CACHE_SIZE = 4096
 
 
 def on_its_device(run: Callable, device: torch.device, *args):
-    """``run(*args)`` with ``device`` current: Triton launches on the current CUDA device."""
-    if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
+    """``run(*args)`` with ``device`` current: Triton launches on the current CUDA device.
+    (A CPU device, under Triton's interpreter, has no index. A CUDA device's tensors exist,
+    so PyTorch's CUDA state is initialized: the current device is read without
+    ``torch.cuda.current_device()``'s initialization check.)"""
+    if device.index is None or device.index == torch._C._cuda_getDevice():
         return run(*args)
     with torch.cuda.device(device):
         return run(*args)
 
 
-def alignment(x: torch.Tensor) -> bool:
-    """Whether ``x``'s data pointer is 16-byte aligned (Triton specializes kernels on it)."""
-    return x.data_ptr() % 16 == 0
+def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
+    """The 16-byte alignment of each tensor's data pointer (Triton specializes kernels on it),
+    as a plan key: ``True`` when every pointer is aligned (one test for the usual case),
+    else one bool per tensor."""
+    combined = 0
+    for x in tensors:
+        combined |= x.data_ptr()
+    return combined % 16 == 0 or tuple(x.data_ptr() % 16 == 0 for x in tensors)
 
 
 class CompiledLaunch:
@@ -62,12 +70,17 @@ class CompiledLaunch:
         scalars: the Python ints and floats that follow the tensors.
         constexprs: the ``tl.constexpr`` parameters.
         tile: ``num_warps`` and ``num_stages``.
+        device: the tensors' device, current when the launch is called
+            (:func:`on_its_device`); the kernel runs on its current stream.
 
     Under Triton's interpreter every call goes through the interpreter.
     """
 
-    def __init__(self, fn, grid: tuple[int, int, int], scalars: tuple, constexprs: dict, tile: Tile) -> None:
+    def __init__(
+        self, fn, grid: tuple[int, int, int], scalars: tuple, constexprs: dict, tile: Tile, device: torch.device
+    ) -> None:
         self.fn, self.grid, self.scalars, self.constexprs, self.tile = fn, grid, scalars, constexprs, tile
+        self.device_index = device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
 
@@ -87,7 +100,7 @@ class CompiledLaunch:
                 self.kernel = kernel
             return
         kernel = self.kernel
-        stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
+        stream = torch._C._cuda_getCurrentRawStream(self.device_index)
         hooks = triton.knobs.runtime
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
         if enter.calls or leave.calls:  # a profiler listens (e.g. Triton's proton)

@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
+from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
     LOG2_E_IN_KERNEL,
@@ -493,6 +493,7 @@ class BackwardPlan:
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.q_shape, self.k_shape, self.dtype, self.device = q_shape, k_shape, dtype, device
+        self.same_shapes = q_shape == k_shape  # no grouped-query heads: dq, dk, dv can share one buffer
         self.causal, self.head_dim = causal, head_dim
         self.empty = 0 in q_shape or 0 in k_shape
         # The first n_q - n_k queries see no key when causal: no key tile writes their dQ.
@@ -528,14 +529,14 @@ class BackwardPlan:
 
     def compiled_dq(self, tile) -> CompiledLaunch:
         grid = (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1)
-        return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, self._constexprs(tile), tile)
+        return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, self._constexprs(tile), tile, self.device)
 
     def compiled_dkdv(self, tile) -> CompiledLaunch:
         grid = (triton.cdiv(self.n_k, tile.block_n), self.kv_heads, 1)
-        return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile)
+        return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile, self.device)
 
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
-        if one_allocation and self.q_shape == self.k_shape:
+        if one_allocation and self.same_shapes:
             dq, dk, dv = torch.empty((3, *self.q_shape), dtype=self.dtype, device=self.device).unbind(0)
         else:
             dq = torch.empty(self.q_shape, dtype=self.dtype, device=self.device)
@@ -634,6 +635,6 @@ def triton_backward(
         q.device,
         causal,
         softmax_scale,
-        (alignment(q), alignment(k), alignment(v), alignment(out), alignment(grad_out)),
+        alignments(q, k, v, out, grad_out),
     )
     return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)

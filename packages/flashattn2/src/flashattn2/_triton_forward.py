@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignment, on_its_device
+from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
     bf16_ready,
@@ -280,6 +280,7 @@ class ForwardPlan:
                 BLOCK_N=tile.block_n,
             ),
             tile,
+            self.device,
         )
 
     def __call__(self, q, k, v):
@@ -338,6 +339,6 @@ def triton_forward(
         q.device,
         causal,
         softmax_scale,
-        (alignment(q), alignment(k), alignment(v)),
+        alignments(q, k, v),
     )
     return on_its_device(plan, q.device, q, k, v)

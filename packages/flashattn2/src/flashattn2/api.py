@@ -11,9 +11,10 @@ from __future__ import annotations
 import torch
 
 from flashattn2._inputs import check_attention_inputs, check_triton_device, triton_runs_on_cpu
-from flashattn2.autograd import ScaledAttention
+from flashattn2.autograd import scaled_attention
 
 BACKENDS = ("auto", "triton", "pytorch")
+_TRITON_CUDA_DEVICES: set[torch.device] = set()  # the CUDA devices check_triton_device has accepted
 
 
 @torch.compiler.assume_constant_result
@@ -30,12 +31,16 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     tiled PyTorch implementation otherwise. ``"triton"`` raises ``ValueError``
     where the kernels cannot run.
     """
+    if device in _TRITON_CUDA_DEVICES and (backend == "auto" or backend == "triton"):  # checked before
+        return "triton"
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
     if backend == "auto":
         backend = "triton" if device.type == "cuda" or (device.type == "cpu" and _triton_on_cpu()) else "pytorch"
     if backend == "triton":
         check_triton_device(device)
+        if device.type == "cuda":  # a CUDA device's fitness does not change; the interpreter's can
+            _TRITON_CUDA_DEVICES.add(device)
     return backend
 
 
@@ -93,4 +98,4 @@ def flash_attention(
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
     scale = check_attention_inputs(q, k, v, softmax_scale)
-    return ScaledAttention.apply(q, k, v, causal, scale, resolve_backend(backend, q.device))
+    return scaled_attention(q, k, v, causal, scale, resolve_backend(backend, q.device))

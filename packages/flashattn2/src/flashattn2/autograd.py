@@ -5,7 +5,8 @@ softmax_scale, backend)`` on validated inputs with a resolved
 backend. It saves exactly q, k, v, O and the logsumexp L (float32, shape
 ``q.shape[:-1]``) for backward and runs the kernels through
 :mod:`flashattn2._ops` (directly in eager mode, as ``torch.library`` operators
-under ``torch.compile``). :func:`flashattn2.flash_attention` calls it.
+under ``torch.compile``). :func:`flashattn2.flash_attention` calls it through
+:func:`scaled_attention`.
 
 :class:`FlashAttention2Triton` and :class:`FlashAttention2PyTorch` are the same
 Function with the interface ``apply(q, k, v, is_causal)``: they validate the
@@ -35,10 +36,8 @@ NO_DOUBLE_BACKWARD = (
 
 
 def _refuse_differentiation(grads: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """``grads`` as they are, or, when the backward runs with ``create_graph=True``, behind
-    a node that raises :data:`NO_DOUBLE_BACKWARD` if anything is differentiated through them."""
-    if not torch.is_grad_enabled():
-        return grads
+    """``grads`` behind a node that raises :data:`NO_DOUBLE_BACKWARD` if anything is
+    differentiated through them (for a backward that runs with ``create_graph=True``)."""
     refuse = torch._C._functions.DelayedError(NO_DOUBLE_BACKWARD, len(grads))
     return refuse(*(g.detach().requires_grad_() for g in grads))
 
@@ -59,9 +58,28 @@ class ScaledAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        if not torch.is_grad_enabled():  # the usual backward: autograd records nothing here
+            grads = attention_backward(grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
+            return *grads, None, None, None
+        # backward(create_graph=True): compute without recording, and refuse differentiation through the result
         with torch.no_grad():
             grads = attention_backward(grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
         return *_refuse_differentiation(grads), None, None, None
+
+
+# ``Function.apply`` is a Python layer over this C implementation: it binds default
+# arguments for ``setup_context`` and routes functorch transforms, neither of which
+# ScaledAttention needs in plain eager mode, and it costs about a tenth of an eager
+# forward+backward's host time at short sequences (benchmarks/NOTES.md, v31).
+_apply_in_c = torch._C._FunctionBase.__dict__["apply"].__get__(None, ScaledAttention)
+
+
+def scaled_attention(q, k, v, causal: bool, softmax_scale: float, backend: str) -> torch.Tensor:
+    """``ScaledAttention.apply(q, k, v, causal, softmax_scale, backend)``, without
+    ``Function.apply``'s Python layer in eager mode outside functorch transforms."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return ScaledAttention.apply(q, k, v, causal, softmax_scale, backend)
+    return _apply_in_c(q, k, v, causal, softmax_scale, backend)
 
 
 def _validated_scale(q, k, v, is_causal) -> float:
