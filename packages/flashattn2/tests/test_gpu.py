@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
 
 pytestmark = pytest.mark.gpu
@@ -50,6 +51,31 @@ def test_matches_float64_reference(dtype, head_dim, causal):
 def test_head_dims_that_need_padding_or_small_tiles(dtype, head_dim):
     q, k, v = _inputs((1, 2, 777, head_dim), (1, 2, 777, head_dim), dtype)
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+
+
+@pytest.mark.parametrize(
+    "dtype, head_dim, causal",
+    [(torch.bfloat16, 64, True), (torch.float16, 128, False), (torch.float32, 64, False)],
+    ids=str,
+)
+def test_short_sequences_one_launch_backward_matches_float64_reference(dtype, head_dim, causal):
+    # Short sequences run the backward as one launch: odd lengths, Nq != Nk, grouped-query heads.
+    q, k, v = _inputs((1, 4, 100, head_dim), (1, 2, 77, head_dim), dtype)
+    assert ONE_LAUNCH_MAX_SCORES >= 1 * 4 * 100 * 77
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
+
+
+def test_one_launch_backward_is_bitwise_deterministic():
+    q, k, v = _inputs((1, 4, 200, 64), (1, 2, 200, 64), torch.bfloat16)
+    assert ONE_LAUNCH_MAX_SCORES >= 1 * 4 * 200 * 200
+    grad_out = torch.randn_like(q)
+    runs = []
+    for _ in range(3):
+        q_, k_, v_ = (x.clone().requires_grad_(True) for x in (q, k, v))
+        out = FlashAttention2Triton.apply(q_, k_, v_, True)
+        runs.append((out, *torch.autograd.grad(out, (q_, k_, v_), grad_out)))
+    for results in zip(*runs):
+        assert all(torch.equal(results[0], other) for other in results[1:])
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

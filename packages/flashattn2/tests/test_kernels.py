@@ -16,6 +16,18 @@ from flashattn2.testing import (
     naive_attention,
 )
 
+
+@pytest.fixture(params=["one-launch", "two-launches"])
+def backward_launches(request, monkeypatch):
+    """The Triton backward as one launch (what short sequences run) or as its two kernels (the others)."""
+    import flashattn2._triton_backward as backward
+
+    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", 2**62 if request.param == "one-launch" else 0)
+    backward.backward_plan.cache_clear()  # a plan decides at its construction
+    yield
+    backward.backward_plan.cache_clear()
+
+
 FUNCTIONS = [
     pytest.param(FlashAttention2Triton, marks=pytest.mark.triton_kernels, id="triton"),
     pytest.param(FlashAttention2PyTorch, id="pytorch"),
@@ -35,7 +47,7 @@ SHAPES = {
 @pytest.mark.parametrize("function", FUNCTIONS)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shapes", SHAPES.values(), ids=SHAPES.keys())
-def test_fp32_matches_float64_reference(function, causal, shapes):
+def test_fp32_matches_float64_reference(function, causal, shapes, backward_launches):
     q_shape, kv_shape = shapes
     q, k, v = torch.randn(q_shape), torch.randn(kv_shape), torch.randn(kv_shape)
     assert_attention_matches_reference(function.apply, q, k, v, causal=causal)
@@ -55,7 +67,7 @@ SHAPES_16BIT = {
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shapes", SHAPES_16BIT.values(), ids=SHAPES_16BIT.keys())
-def test_16bit_matches_float64_reference(function, dtype, causal, shapes):
+def test_16bit_matches_float64_reference(function, dtype, causal, shapes, backward_launches):
     q_shape, kv_shape = shapes
     q = torch.randn(q_shape, dtype=dtype)
     k, v = torch.randn(kv_shape, dtype=dtype), torch.randn(kv_shape, dtype=dtype)

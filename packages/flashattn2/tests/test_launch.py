@@ -147,9 +147,16 @@ def test_contiguous_strides_match_torch():
 
 
 @pytest.mark.triton_kernels
-def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeypatch):
+@pytest.mark.parametrize(
+    ("max_scores", "kernels"), [(0, ["_dq_kernel", "_dkdv_kernel"]), (2 * 24 * 24, ["_one_launch_kernel"])]
+)
+def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeypatch, max_scores, kernels):
+    # Above ONE_LAUNCH_MAX_SCORES (batch x heads x queries x keys) the backward is two kernels, up to it one.
+    import flashattn2._triton_backward as backward
     from flashattn2._triton_backward import backward_plan, triton_backward
     from flashattn2._triton_forward import triton_forward
+
+    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", max_scores)
 
     launched = []
     real_call = CompiledLaunch.__call__
@@ -165,4 +172,5 @@ def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeyp
     out, lse = triton_forward(q, k, v, True, 0.25)
     launched.clear()
     triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
-    assert launched == ["_dq_kernel", "_dkdv_kernel"]
+    assert launched == kernels
+    backward_plan.cache_clear()

@@ -34,6 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
+from flashattn2._configs import default_tile
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -59,12 +60,15 @@ def _dkdv_tile(
     v,
     q_base,
     do_base,
+    o_base,
     lse_base,
     delta_base,
     stride_qn,
     stride_qd,
     stride_gn,
     stride_gd,
+    stride_on,
+    stride_od,
     start_m,
     offs_n,
     offs_d,
@@ -77,16 +81,20 @@ def _dkdv_tile(
     MASKED: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr,
 ):
-    """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries)."""
+    """Add one query tile's contribution to a key tile's dK and dV (transposed scores: keys x queries).
+    Delta is read from ``delta_base``, or with ``DELTA_FROM_O`` computed from the O and dO tiles."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = load_tile(q_base, offs_m, offs_d, stride_qn, stride_qd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
     do = load_tile(do_base, offs_m, offs_d, stride_gn, stride_gd, N_Q, HEAD_DIM, BLOCK_D, MASKED)
-    if MASKED:
-        lse = tl.load(lse_base + offs_m, mask=offs_m < N_Q, other=0.0)
+    lse = tl.load(lse_base + offs_m, mask=offs_m < N_Q, other=0.0) if MASKED else tl.load(lse_base + offs_m)
+    if DELTA_FROM_O:
+        o = load_tile(o_base, offs_m, offs_d, stride_on, stride_od, N_Q, HEAD_DIM, BLOCK_D, MASKED)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    elif MASKED:
         delta = tl.load(delta_base + offs_m, mask=offs_m < N_Q, other=0.0)
     else:
-        lse = tl.load(lse_base + offs_m)
         delta = tl.load(delta_base + offs_m)
     s_t = tile_dot(k, tl.trans(q), DOT_MODE) * qk_scale_log2
     p_t = tl.exp2(s_t - lse[None, :] * LOG2_E_IN_KERNEL)
@@ -108,6 +116,7 @@ def _dkdv_kernel(
     Q,
     K,
     V,
+    O,
     DO,
     LSE,
     DELTA,
@@ -125,6 +134,10 @@ def _dkdv_kernel(
     stride_vh,
     stride_vn,
     stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    stride_od,
     stride_gb,
     stride_gh,
     stride_gn,
@@ -143,16 +156,24 @@ def _dkdv_kernel(
     KV_GROUP,
     N_Q,
     N_K,
+    program_x,
+    program_y,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr,
 ):
-    """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq)."""
-    pid_n = tl.program_id(0)
-    pid_bhk = tl.program_id(1)
+    """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq).
+
+    ``(program_x, program_y)``: the program's (key tile, (batch, k/v head)) coordinates;
+    ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them. With
+    ``DELTA_FROM_O`` the program computes Delta from O and dO itself (DELTA is unused).
+    """
+    pid_n = tl.where(program_x < 0, tl.program_id(0), program_x)
+    pid_bhk = tl.where(program_y < 0, tl.program_id(1), program_y)
     h_kv_count = H // KV_GROUP
     b = (pid_bhk // h_kv_count).to(tl.int64)
     h_kv = (pid_bhk % h_kv_count).to(tl.int64)
@@ -187,6 +208,7 @@ def _dkdv_kernel(
         h = h_kv * KV_GROUP + g
         q_base = Q + b * stride_qb + h * stride_qh
         do_base = DO + b * stride_gb + h * stride_gh
+        o_base = O + b * stride_ob + h * stride_oh
         row_offset = (b * H + h) * N_Q
         lse_base = LSE + row_offset
         delta_base = DELTA + row_offset
@@ -198,12 +220,15 @@ def _dkdv_kernel(
                 v,
                 q_base,
                 do_base,
+                o_base,
                 lse_base,
                 delta_base,
                 stride_qn,
                 stride_qd,
                 stride_gn,
                 stride_gd,
+                stride_on,
+                stride_od,
                 start_m,
                 offs_n,
                 offs_d,
@@ -216,6 +241,7 @@ def _dkdv_kernel(
                 True,
                 CAUSAL,
                 DOT_MODE,
+                DELTA_FROM_O,
             )
         for start_m in range(diag_end, full_end, BLOCK_M):
             dk, dv = _dkdv_tile(
@@ -225,12 +251,15 @@ def _dkdv_kernel(
                 v,
                 q_base,
                 do_base,
+                o_base,
                 lse_base,
                 delta_base,
                 stride_qn,
                 stride_qd,
                 stride_gn,
                 stride_gd,
+                stride_on,
+                stride_od,
                 start_m,
                 offs_n,
                 offs_d,
@@ -243,6 +272,7 @@ def _dkdv_kernel(
                 False,
                 CAUSAL,
                 DOT_MODE,
+                DELTA_FROM_O,
             )
         for start_m in range(tail_start, N_Q, BLOCK_M):
             dk, dv = _dkdv_tile(
@@ -252,12 +282,15 @@ def _dkdv_kernel(
                 v,
                 q_base,
                 do_base,
+                o_base,
                 lse_base,
                 delta_base,
                 stride_qn,
                 stride_qd,
                 stride_gn,
                 stride_gd,
+                stride_on,
+                stride_od,
                 start_m,
                 offs_n,
                 offs_d,
@@ -270,6 +303,7 @@ def _dkdv_kernel(
                 True,
                 CAUSAL,
                 DOT_MODE,
+                DELTA_FROM_O,
             )
 
     dk = dk * softmax_scale
@@ -366,21 +400,27 @@ def _dq_kernel(
     KV_GROUP,
     N_Q,
     N_K,
+    program_x,
+    program_y,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
     DOT_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    STORE_DELTA: tl.constexpr,
 ):
     """One program: Delta and dQ of one query tile of one (batch, head). LSE and DELTA are contiguous (B, H, Nq).
 
     ``Delta_i = rowsum(dO_i * O_i)`` (fp32) is computed from the dO tile the
-    program loads anyway and stored for the dK/dV kernel, which runs next.
+    program loads anyway and, with ``STORE_DELTA``, stored for the dK/dV kernel,
+    which runs next. ``(program_x, program_y)``: the program's coordinates in this
+    kernel's grid; ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them.
     """
     num_m = tl.cdiv(N_Q, BLOCK_M)
-    pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)  # heavy tiles first
-    pid_bh = tl.program_id(1)
+    pid_x = tl.where(program_x < 0, tl.program_id(0), program_x)
+    pid_m = num_m - 1 - pid_x if CAUSAL else pid_x  # heavy tiles first
+    pid_bh = tl.where(program_y < 0, tl.program_id(1), program_y)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
     h_kv = h // KV_GROUP
@@ -397,7 +437,8 @@ def _dq_kernel(
     lse = tl.load(LSE + row_offset + offs_m, mask=offs_m < N_Q, other=0.0)
     o = load_tile(O + b * stride_ob + h * stride_oh, offs_m, offs_d, stride_on, stride_od, N_Q, HEAD_DIM, BLOCK_D, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-    tl.store(DELTA + row_offset + offs_m, delta, mask=offs_m < N_Q)
+    if STORE_DELTA:
+        tl.store(DELTA + row_offset + offs_m, delta, mask=offs_m < N_Q)
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -465,8 +506,185 @@ def _dq_kernel(
     )
 
 
+@triton.jit
+def _one_launch_kernel(
+    Q,
+    K,
+    V,
+    O,
+    DO,
+    LSE,
+    DQ,
+    DK,
+    DV,
+    stride_qb,
+    stride_qh,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    stride_od,
+    stride_gb,
+    stride_gh,
+    stride_gn,
+    stride_gd,
+    stride_dqb,
+    stride_dqh,
+    stride_dqn,
+    stride_dqd,
+    stride_dkb,
+    stride_dkh,
+    stride_dkn,
+    stride_dkd,
+    stride_dvb,
+    stride_dvh,
+    stride_dvn,
+    stride_dvd,
+    qk_scale_log2,
+    softmax_scale,
+    H,
+    KV_GROUP,
+    N_Q,
+    N_K,
+    DQ_GRID_X,
+    DQ_PROGRAMS,
+    DKDV_GRID_X,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """The whole backward in one launch (1-D grid), for short sequences, where a launch costs more host
+    time than the kernels take on the GPU: programs ``[0, DQ_PROGRAMS)`` are the dQ kernel's (its grid
+    ``DQ_GRID_X x (B * H)``, row by row), the others the dK/dV kernel's (``DKDV_GRID_X x (B * Hkv)``),
+    which compute Delta from O and dO themselves instead of waiting for the dQ programs to store it."""
+    pid = tl.program_id(0)
+    if pid < DQ_PROGRAMS:
+        _dq_kernel(
+            Q,
+            K,
+            V,
+            O,
+            DO,
+            LSE,
+            LSE,  # DELTA: not stored
+            DQ,
+            stride_qb,
+            stride_qh,
+            stride_qn,
+            stride_qd,
+            stride_kb,
+            stride_kh,
+            stride_kn,
+            stride_kd,
+            stride_vb,
+            stride_vh,
+            stride_vn,
+            stride_vd,
+            stride_ob,
+            stride_oh,
+            stride_on,
+            stride_od,
+            stride_gb,
+            stride_gh,
+            stride_gn,
+            stride_gd,
+            stride_dqb,
+            stride_dqh,
+            stride_dqn,
+            stride_dqd,
+            qk_scale_log2,
+            softmax_scale,
+            H,
+            KV_GROUP,
+            N_Q,
+            N_K,
+            pid % DQ_GRID_X,
+            pid // DQ_GRID_X,
+            HEAD_DIM,
+            BLOCK_D,
+            CAUSAL,
+            DOT_MODE,
+            BLOCK_M,
+            BLOCK_N,
+            False,
+        )
+    else:
+        pid -= DQ_PROGRAMS
+        _dkdv_kernel(
+            Q,
+            K,
+            V,
+            O,
+            DO,
+            LSE,
+            LSE,  # DELTA: computed from O and dO
+            DK,
+            DV,
+            stride_qb,
+            stride_qh,
+            stride_qn,
+            stride_qd,
+            stride_kb,
+            stride_kh,
+            stride_kn,
+            stride_kd,
+            stride_vb,
+            stride_vh,
+            stride_vn,
+            stride_vd,
+            stride_ob,
+            stride_oh,
+            stride_on,
+            stride_od,
+            stride_gb,
+            stride_gh,
+            stride_gn,
+            stride_gd,
+            stride_dkb,
+            stride_dkh,
+            stride_dkn,
+            stride_dkd,
+            stride_dvb,
+            stride_dvh,
+            stride_dvn,
+            stride_dvd,
+            qk_scale_log2,
+            softmax_scale,
+            H,
+            KV_GROUP,
+            N_Q,
+            N_K,
+            pid % DKDV_GRID_X,
+            pid // DKDV_GRID_X,
+            HEAD_DIM,
+            BLOCK_D,
+            CAUSAL,
+            DOT_MODE,
+            BLOCK_M,
+            BLOCK_N,
+            True,
+        )
+
+
 dq_tiles = TileChooser()
 dkdv_tiles = TileChooser()
+# Problems of at most this many (batch, head, query, key) scores run the backward as one launch
+# (_one_launch_kernel). benchmarks/one_launch.py on the H100: one launch took 5-8% less time per eager
+# forward+backward at every shape measured up to 16.8M scores at head dim 64 and 4.2M at 128
+# (BENCHMARKS.md); the bound is the largest measured at both.
+ONE_LAUNCH_MAX_SCORES = 4 * 1024 * 1024
 
 
 class BackwardPlan:
@@ -509,13 +727,23 @@ class BackwardPlan:
         )
         dq_stride, dkv_stride = contiguous_strides(q_shape), contiguous_strides(k_shape)
         shared = (softmax_scale * LOG2_E, softmax_scale, heads, heads // max(kv_heads, 1), n_q, n_k)
-        self.dq_scalars = (*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *shared)
-        self.dkdv_scalars = (*q_stride, *k_stride, *v_stride, *grad_stride, *dkv_stride, *dkv_stride, *shared)
+        own_grid = (-1, -1)  # program coordinates: a kernel launched alone takes them from its grid
+        self.dq_scalars = (*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *shared, *own_grid)
+        self.dkdv_scalars = (
+            *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dkv_stride, *dkv_stride),
+            *shared,
+            *own_grid,
+        )
+        self.one_launch_scalars = (
+            *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *dkv_stride, *dkv_stride),
+            *shared,
+        )
         self.delta_size = batch * heads * n_q
         self.n_q, self.n_k = n_q, n_k
         self.query_heads, self.kv_heads = batch * heads, batch * kv_heads  # (batch, head) pairs
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
-        self.launch_dq = self.launch_dkdv = None
+        self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
+        self.launch_dq = self.launch_dkdv = self.launch_one = None
 
     def _constexprs(self, tile) -> dict:
         return dict(
@@ -529,11 +757,20 @@ class BackwardPlan:
 
     def compiled_dq(self, tile) -> CompiledLaunch:
         grid = (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1)
-        return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, self._constexprs(tile), tile, self.device)
+        constexprs = self._constexprs(tile) | {"STORE_DELTA": True}
+        return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, constexprs, tile, self.device)
 
     def compiled_dkdv(self, tile) -> CompiledLaunch:
         grid = (triton.cdiv(self.n_k, tile.block_n), self.kv_heads, 1)
-        return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, self._constexprs(tile), tile, self.device)
+        constexprs = self._constexprs(tile) | {"DELTA_FROM_O": False}
+        return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, constexprs, tile, self.device)
+
+    def compiled_one_launch(self, tile) -> CompiledLaunch:
+        dq_grid_x, dkdv_grid_x = triton.cdiv(self.n_q, tile.block_m), triton.cdiv(self.n_k, tile.block_n)
+        dq_programs = dq_grid_x * self.query_heads
+        grid = (dq_programs + dkdv_grid_x * self.kv_heads, 1, 1)
+        scalars = (*self.one_launch_scalars, dq_grid_x, dq_programs, dkdv_grid_x)
+        return CompiledLaunch(_one_launch_kernel, grid, scalars, self._constexprs(tile), tile, self.device)
 
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
         if one_allocation and self.same_shapes:
@@ -549,12 +786,18 @@ class BackwardPlan:
             q, k, v, out, grad_out = (
                 x.contiguous() if copy else x for x, copy in zip((q, k, v, out, grad_out), self.copy)
             )
-        delta = torch.empty(self.delta_size, dtype=torch.float32, device=self.device)
         lse = lse.contiguous()
+        if self.one_launch:
+            if self.launch_one is None:
+                # Short sequences are host-bound: the table's dK/dV tile serves both parts, untuned.
+                self.launch_one = self.compiled_one_launch(default_tile("dkdv", self.head_dim, self.dtype, self.device))
+            self.launch_one(q, k, v, out, grad_out, lse, dq, dk, dv)
+            return dq, dk, dv
+        delta = torch.empty(self.delta_size, dtype=torch.float32, device=self.device)
         if self.launch_dq is None:
             self._choose_tiles(grad_out, q, k, v, out, lse, delta, dq, dk, dv)
         self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # also writes Delta, which dK/dV reads
-        self.launch_dkdv(q, k, v, grad_out, lse, delta, dk, dv)
+        self.launch_dkdv(q, k, v, out, grad_out, lse, delta, dk, dv)
         return dq, dk, dv
 
     def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
@@ -570,7 +813,7 @@ class BackwardPlan:
             if not delta_written:  # the dK/dV candidates read Delta, which the dQ kernel writes
                 self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)
                 delta_written = True
-            self.compiled_dkdv(tile)(q, k, v, grad_out, lse, delta, dk, dv)
+            self.compiled_dkdv(tile)(q, k, v, out, grad_out, lse, delta, dk, dv)
 
         self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
 
