@@ -1,4 +1,4 @@
-"""FlashAttention-2 backward pass in Triton: two kernels and their launcher.
+"""FlashAttention-2 backward pass in Triton: two kernels, their one-launch combination, and the launcher.
 
 With ``P = softmax(scale * Q K^T)`` recomputed tile by tile from the saved row
 logsumexp ``L`` (``P_ij = exp(scale * q_i . k_j - L_i)``), the gradients are
@@ -15,6 +15,10 @@ logsumexp ``L`` (``P_ij = exp(scale * q_i . k_j - L_i)``), the gradients are
 2. ``_dkdv_kernel``: one program per key/value tile, looping over the query
    tiles (and, with grouped-query attention, over every query head that shares
    this k/v head), accumulating dK and dV in registers.
+
+Short sequences (``ONE_LAUNCH_MAX_SCORES``), where launches cost more host time
+than the kernels take on the GPU, run both as ``_one_launch_kernel``: the two
+kernels' programs in one grid, the dK/dV programs computing Delta themselves.
 
 Each output element is written by exactly one program and summed in a fixed
 order: there are no atomics, so identical inputs give bitwise-identical
