@@ -103,8 +103,9 @@ def test_gradients_are_bitwise_deterministic():
         assert all(torch.equal(results[0], other) for other in results[1:])
 
 
-def test_forward_backward_replays_in_a_cuda_graph():
-    q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+@pytest.mark.parametrize("shape", [(2, 8, 1024, 64), (1, 4, 128, 64)], ids=["two-launch-backward", "one-launch"])
+def test_forward_backward_replays_in_a_cuda_graph(shape):
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     grad_out = torch.randn_like(q)
 
     def step():
