@@ -38,7 +38,6 @@ import torch
 import triton
 import triton.language as tl
 
-from flashattn2._configs import default_tile
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -684,6 +683,7 @@ def _one_launch_kernel(
 
 dq_tiles = TileChooser()
 dkdv_tiles = TileChooser()
+one_launch_tiles = TileChooser()
 # Problems of at most this many (batch, head, query, key) scores run the backward as one launch
 # (_one_launch_kernel). benchmarks/one_launch.py on the H100: one launch took 5-8% less time per eager
 # forward+backward at every shape measured up to 16.8M scores at head dim 64 and 4.2M at 128
@@ -793,8 +793,15 @@ class BackwardPlan:
         lse = lse.contiguous()
         if self.one_launch:
             if self.launch_one is None:
-                # Short sequences are host-bound: the table's dK/dV tile serves both parts, untuned.
-                self.launch_one = self.compiled_one_launch(default_tile("dkdv", self.head_dim, self.dtype, self.device))
+                tile = one_launch_tiles.choose(
+                    self.tile_key,
+                    lambda t: self.compiled_one_launch(t)(q, k, v, out, grad_out, lse, dq, dk, dv),
+                    "dkdv",  # the dK/dV tiles serve both parts
+                    self.head_dim,
+                    self.dtype,
+                    self.device,
+                )
+                self.launch_one = self.compiled_one_launch(tile)
             self.launch_one(q, k, v, out, grad_out, lse, dq, dk, dv)
             return dq, dk, dv
         delta = torch.empty(self.delta_size, dtype=torch.float32, device=self.device)

@@ -58,12 +58,12 @@ class ScaledAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        args = (grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
         if not torch.is_grad_enabled():  # the usual backward: autograd records nothing here
-            grads = attention_backward(grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
-            return *grads, None, None, None
+            return *attention_backward(*args), None, None, None
         # backward(create_graph=True): compute without recording, and refuse differentiation through the result
         with torch.no_grad():
-            grads = attention_backward(grad_out, *ctx.saved_tensors, ctx.causal, ctx.softmax_scale, ctx.backend)
+            grads = attention_backward(*args)
         return *_refuse_differentiation(grads), None, None, None
 
 
