@@ -10,6 +10,7 @@ Run on the GPU machine with::
 import pytest
 import torch
 
+import flashattn2._triton_backward as backward
 from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
@@ -19,6 +20,37 @@ pytestmark = pytest.mark.gpu
 
 def _inputs(q_shape, kv_shape, dtype):
     return tuple(torch.randn(shape, device="cuda", dtype=dtype) for shape in (q_shape, kv_shape, kv_shape))
+
+
+def _backward_path(q, k, v, causal) -> str:
+    """Which kernels the backward of ``flash_attention(q, k, v, causal=causal)`` runs (contiguous O and dO)."""
+    plan = backward.plan_for(q, q, k, v, q, causal, q.shape[-1] ** -0.5)
+    if plan.hopper is not None:
+        return f"hopper, {plan.hopper.chains} chain{'s' if plan.hopper.chains > 1 else ''}"
+    return "one launch" if plan.one_launch else "two kernels"
+
+
+def _hopper_kernel_runs_here() -> bool:
+    if not torch.cuda.is_available() or backward.hopper_backward_applies is None:
+        return False
+    q = torch.empty(1, 16, 16384, 64, device="cuda", dtype=torch.bfloat16)
+    return _backward_path(q, q, q, True).startswith("hopper")
+
+
+hopper_only = pytest.mark.skipif(
+    not _hopper_kernel_runs_here(), reason="the Hopper backward runs on compute capability 9.0 with Triton 3.6"
+)
+
+
+@pytest.fixture
+def hopper_at_small_shapes(monkeypatch):
+    """The Hopper backward also below its MIN_SCORES, so that small shapes exercise it."""
+    import flashattn2._gluon_backward as hopper
+
+    monkeypatch.setattr(hopper, "MIN_SCORES", 0)
+    backward.backward_plan.cache_clear()  # plans decide at their construction
+    yield hopper
+    backward.backward_plan.cache_clear()
 
 
 # Every (dtype, head dim, causal) triple compiles its own kernels: the matrix is
@@ -69,7 +101,49 @@ def test_short_sequences_one_launch_backward_matches_float64_reference(dtype, he
 def test_matches_float64_reference_at_16k(causal):
     # One head: the float64 reference materializes several 16384 x 16384 matrices (2 GiB each).
     q, k, v = _inputs((1, 1, 16384, 64), (1, 1, 16384, 64), torch.bfloat16)
+    assert _backward_path(q, k, v, causal) == "two kernels"
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
+
+
+@hopper_only
+def test_hopper_backward_matches_float64_reference_at_16k(hopper_at_small_shapes, monkeypatch):
+    # The longest chains of a single head (causal: query tile j waits on j / 2 key tiles), in two chains.
+    monkeypatch.setattr(hopper_at_small_shapes, "TWO_CHAINS_MIN_SEQ_LEN", 0)
+    q, k, v = _inputs((1, 1, 16384, 64), (1, 1, 16384, 64), torch.bfloat16)
+    assert _backward_path(q, k, v, True) == "hopper, 2 chains"
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+
+
+@hopper_only
+@pytest.mark.parametrize(
+    "dtype, causal, q_shape, kv_shape, chains",
+    [
+        (torch.bfloat16, True, (2, 4, 1000, 64), (2, 2, 1000, 64), 1),
+        (torch.bfloat16, False, (2, 4, 1000, 64), (2, 2, 1000, 64), 1),
+        (torch.float16, True, (1, 2, 1000, 64), (1, 2, 1000, 64), 2),
+        (torch.float16, False, (1, 3, 2100, 64), (1, 1, 2100, 64), 1),
+        (torch.bfloat16, True, (1, 2, 2100, 64), (1, 1, 2100, 64), 2),
+    ],
+    ids=str,
+)
+def test_hopper_backward_matches_float64_reference(
+    hopper_at_small_shapes, monkeypatch, dtype, causal, q_shape, kv_shape, chains
+):
+    # Odd lengths (a ragged last query and key tile), grouped-query heads, one and two chains.
+    monkeypatch.setattr(hopper_at_small_shapes, "TWO_CHAINS_MIN_SEQ_LEN", 0 if chains == 2 else 2**62)
+    q, k, v = _inputs(q_shape, kv_shape, dtype)
+    plan = backward.plan_for(q, q, k, v, q, causal, q.shape[-1] ** -0.5)
+    assert plan.hopper is not None and plan.hopper.chains == chains
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
+    assert plan.hopper.launched
+
+
+@hopper_only
+def test_hopper_backward_takes_views_of_a_packed_qkv_tensor(hopper_at_small_shapes):
+    packed = torch.randn(1, 2048, 3 * 4, 64, device="cuda", dtype=torch.bfloat16)
+    q, k, v = packed.transpose(1, 2).chunk(3, dim=1)
+    assert _backward_path(q, k, v, True) == "hopper, 1 chain"
+    assert_attention_matches_reference(lambda q, k, v, c: flash_attention(q, k, v, causal=c), q, k, v, causal=True)
 
 
 def test_views_of_a_packed_qkv_tensor():
@@ -79,27 +153,41 @@ def test_views_of_a_packed_qkv_tensor():
 
 
 @pytest.mark.parametrize(
-    "q_shape, kv_shape, one_launch",
-    [((2, 16, 4096, 64), (2, 4, 4096, 64), False), ((1, 4, 200, 64), (1, 2, 200, 64), True)],
-    ids=["two-launch-backward", "one-launch-backward"],
+    "q_shape, kv_shape, causal, path",
+    [
+        ((2, 16, 4096, 128), (2, 4, 4096, 128), True, "two kernels"),
+        ((1, 4, 200, 64), (1, 2, 200, 64), True, "one launch"),
+        pytest.param((2, 16, 4096, 64), (2, 4, 4096, 64), True, "hopper, 1 chain", marks=hopper_only),
+        pytest.param((1, 8, 32768, 64), (1, 8, 32768, 64), True, "hopper, 2 chains", marks=hopper_only),
+        pytest.param((2, 16, 8192, 64), (2, 16, 8192, 64), False, "hopper, 1 chain", marks=hopper_only),
+    ],
+    ids=["two-kernels", "one-launch", "hopper-causal", "hopper-causal-two-chains", "hopper-full"],
 )
-def test_gradients_are_bitwise_deterministic(q_shape, kv_shape, one_launch):
-    batch, heads, n_q, _ = q_shape
-    assert (batch * heads * n_q * kv_shape[2] <= ONE_LAUNCH_MAX_SCORES) == one_launch
+def test_gradients_are_bitwise_deterministic(q_shape, kv_shape, causal, path):
     q, k, v = _inputs(q_shape, kv_shape, torch.bfloat16)
+    assert _backward_path(q, k, v, causal) == path
     grad_out = torch.randn_like(q)
     runs = []
     for _ in range(3):
         q_, k_, v_ = (x.clone().requires_grad_(True) for x in (q, k, v))
-        out = FlashAttention2Triton.apply(q_, k_, v_, True)
+        out = FlashAttention2Triton.apply(q_, k_, v_, causal)
         runs.append((out, *torch.autograd.grad(out, (q_, k_, v_), grad_out)))
     for results in zip(*runs):
         assert all(torch.equal(results[0], other) for other in results[1:])
 
 
-@pytest.mark.parametrize("shape", [(2, 8, 1024, 64), (1, 4, 128, 64)], ids=["two-launch-backward", "one-launch"])
-def test_forward_backward_replays_in_a_cuda_graph(shape):
+@pytest.mark.parametrize(
+    "shape, path",
+    [
+        ((2, 8, 1024, 64), "two kernels"),
+        ((1, 4, 128, 64), "one launch"),
+        pytest.param((2, 16, 4096, 64), "hopper, 1 chain", marks=hopper_only),
+    ],
+    ids=["two-kernels", "one-launch", "hopper"],
+)
+def test_forward_backward_replays_in_a_cuda_graph(shape, path):
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    assert _backward_path(q, k, v, True) == path
     grad_out = torch.randn_like(q)
 
     def step():

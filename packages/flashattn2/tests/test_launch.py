@@ -174,3 +174,98 @@ def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeyp
     triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
     assert launched == kernels
     backward_plan.cache_clear()
+
+
+@pytest.fixture
+def on_a_hopper_gpu(monkeypatch):
+    """``flashattn2._gluon_backward`` believing it runs on an H100 (132 multiprocessors) with its tested Triton."""
+    import triton
+
+    hopper = pytest.importorskip("flashattn2._gluon_backward")
+    monkeypatch.setattr(hopper, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(hopper, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(hopper, "TESTED_TRITON", triton.__version__)
+    monkeypatch.setattr(hopper, "_failures", [])
+    monkeypatch.delenv("FLASHATTN2_HOPPER_BACKWARD", raising=False)
+    return hopper
+
+
+def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, monkeypatch):
+    hopper = on_a_hopper_gpu
+    cuda = torch.device("cuda", 0)
+
+    def applies(shape=(1, 16, 16384, 64), k_shape=None, strides=None, dtype=torch.bfloat16, device=cuda, causal=True):
+        strides = strides or (contiguous_strides(shape),) * 4
+        return hopper.hopper_backward_applies(shape, k_shape or shape, strides, dtype, device, causal, True)
+
+    assert applies()
+    assert applies(causal=False)  # 128 key tiles: one per multiprocessor
+    assert applies(shape=(1, 16, 32768, 64))  # causal: every wait is on a program that started earlier
+    assert not applies(shape=(1, 16, 32768, 64), causal=False)  # 256 key tiles cannot all be resident
+    assert applies(k_shape=(1, 4, 16384, 64))  # grouped-query heads
+    assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
+    assert not applies(shape=(1, 16, 16384, 128))
+    assert not applies(dtype=torch.float32)
+    assert applies(shape=(2, 16, 4096, 64))  # 2**29 scores
+    assert not applies(shape=(1, 16, 4096, 64))  # 2**28 scores: the Triton kernels are faster
+    assert not applies(device=torch.device("cpu"))
+    packed = (16384 * 3 * 16 * 64, 64, 3 * 16 * 64, 1)  # a view of a packed QKV projection: TMA takes it
+    assert applies(strides=(packed,) * 4)
+    assert not applies(strides=((16384 * 16 * 65, 65, 16 * 65, 1),) * 4)  # rows of 130 bytes: not 16-byte strides
+    assert not applies(strides=((16384 * 16 * 64, 16384 * 64, 1, 16384),) * 4)  # head dim not contiguous
+    assert not hopper.hopper_backward_applies(
+        (1, 16, 16384, 64),
+        (1, 16, 16384, 64),
+        (contiguous_strides((1, 16, 16384, 64)),) * 4,
+        torch.bfloat16,
+        cuda,
+        True,
+        (True, False, True, True, True),
+    )
+    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (10, 0))
+    assert not applies()
+    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setenv("FLASHATTN2_HOPPER_BACKWARD", "0")
+    assert not applies()
+    monkeypatch.delenv("FLASHATTN2_HOPPER_BACKWARD")
+    monkeypatch.setattr(hopper, "TESTED_TRITON", "2.0.")
+    assert not applies()
+
+
+class _FailingHopperBackward:
+    def __init__(self, launched):
+        self.launched = launched
+        self.calls = 0
+
+    def __call__(self, *tensors):
+        self.calls += 1
+        raise RuntimeError("PassManager::run failed")
+
+
+@pytest.mark.triton_kernels
+def test_a_hopper_backward_that_fails_on_its_first_call_falls_back_to_the_triton_kernels(on_a_hopper_gpu):
+    import flashattn2._triton_backward as backward
+    from flashattn2._triton_forward import triton_forward
+
+    q, k, v, grad_out = (torch.randn(1, 2, 24, 16) for _ in range(4))
+    out, lse = triton_forward(q, k, v, True, 0.25)
+    backward.backward_plan.cache_clear()
+    expected = backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
+    plan = backward.plan_for(grad_out, q, k, v, out, True, 0.25)
+    plan.hopper = failing = _FailingHopperBackward(launched=False)
+    with pytest.warns(RuntimeWarning, match="the Hopper backward kernel failed .*RuntimeError: PassManager"):
+        got = backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    assert failing.calls == 1 and plan.hopper is None
+    assert on_a_hopper_gpu._failures  # no other plan of this process tries it
+    cuda = torch.device("cuda", 0)
+    shape = (1, 16, 16384, 64)
+    assert not on_a_hopper_gpu.hopper_backward_applies(
+        shape, shape, (contiguous_strides(shape),) * 4, torch.bfloat16, cuda, True, True
+    )
+    # A kernel that has run before and fails now is an error to report, not to hide.
+    plan.hopper = _FailingHopperBackward(launched=True)
+    with pytest.raises(RuntimeError, match="PassManager"):
+        backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
+    backward.backward_plan.cache_clear()

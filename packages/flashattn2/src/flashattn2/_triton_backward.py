@@ -25,9 +25,13 @@ order: there are no atomics, so identical inputs give bitwise-identical
 gradients. The price is that both kernels compute ``S`` and ``dP``: seven tile
 products per (query tile, key tile) pair instead of the five of a single pass
 that adds dQ across key tiles (benchmarks/NOTES.md has the measurements of
-such a kernel, with ordered and with atomic dQ accumulation, which lost at every
-shape tried). The causal split (unmasked tiles, masked diagonal tiles, skipped
-tiles) mirrors the forward kernel.
+such a kernel in Triton, with ordered and with atomic dQ accumulation, which
+lost at every shape tried). The causal split (unmasked tiles, masked diagonal
+tiles, skipped tiles) mirrors the forward kernel.
+
+On a Hopper GPU, long sequences at head dim 64 in fp16 or bf16 run the
+five-product kernel of :mod:`flashattn2._gluon_backward` instead, deterministic
+too (``hopper_backward_applies`` says where).
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ from flashattn2._triton_common import (
     tile_dot,
     visible_keys,
 )
+
+try:
+    from flashattn2._gluon_backward import HopperBackward, give_up_hopper_backward, hopper_backward_applies
+except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernels everywhere
+    HopperBackward = give_up_hopper_backward = hopper_backward_applies = None
 
 
 @triton.jit
@@ -711,6 +720,7 @@ class BackwardPlan:
         device,
         causal,
         softmax_scale,
+        aligned=True,
     ):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
@@ -748,6 +758,14 @@ class BackwardPlan:
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
         self.launch_dq = self.launch_dkdv = self.launch_one = None
+        hopper = hopper_backward_applies is not None and hopper_backward_applies(
+            q_shape, k_shape, (q_stride, k_stride, v_stride, grad_stride), dtype, device, causal, aligned
+        )
+        self.hopper = (
+            HopperBackward(q_shape, k_shape, out_stride, grad_stride, dtype, device, causal, softmax_scale)
+            if hopper and not self.empty
+            else None
+        )
 
     def _constexprs(self, tile) -> dict:
         return dict(
@@ -791,6 +809,8 @@ class BackwardPlan:
                 x.contiguous() if copy else x for x, copy in zip((q, k, v, out, grad_out), self.copy)
             )
         lse = lse.contiguous()
+        if self.hopper is not None and self._hopper_backward(grad_out, q, k, v, out, lse, dq, dk, dv):
+            return dq, dk, dv
         if self.one_launch:
             if self.launch_one is None:
                 tile = one_launch_tiles.choose(
@@ -810,6 +830,19 @@ class BackwardPlan:
         self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # also writes Delta, which dK/dV reads
         self.launch_dkdv(q, k, v, out, grad_out, lse, delta, dk, dv)
         return dq, dk, dv
+
+    def _hopper_backward(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> bool:
+        """Run :class:`~flashattn2._gluon_backward.HopperBackward`; ``False`` (and the Triton kernels
+        from now on) if its first call fails to compile or launch."""
+        try:
+            self.hopper(grad_out, q, k, v, out, lse, dq, dk, dv)
+        except Exception as error:  # Gluon is experimental: a failure to build it must not stop training
+            if self.hopper.launched or isinstance(error, torch.OutOfMemoryError):
+                raise
+            give_up_hopper_backward(error)
+            self.hopper = None
+            return False
+        return True
 
     def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
         inputs = (self.head_dim, self.dtype, self.device)
@@ -844,10 +877,21 @@ def backward_plan(
     softmax_scale,
     aligned,
 ):
-    """The cached :class:`BackwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments)
-    is part of the key only: the compiled kernels a plan launches are specialized on it."""
+    """The cached :class:`BackwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments):
+    the compiled kernels a plan launches are specialized on it, and the Hopper kernel needs it."""
     return BackwardPlan(
-        q_shape, q_stride, k_shape, k_stride, v_stride, out_stride, grad_stride, dtype, device, causal, softmax_scale
+        q_shape,
+        q_stride,
+        k_shape,
+        k_stride,
+        v_stride,
+        out_stride,
+        grad_stride,
+        dtype,
+        device,
+        causal,
+        softmax_scale,
+        aligned,
     )
 
 
@@ -877,7 +921,13 @@ def triton_backward(
     Returns:
         ``(dq, dk, dv)``, contiguous, with the shapes and dtype of q, k and v.
     """
-    plan = backward_plan(
+    plan = plan_for(grad_out, q, k, v, out, causal, softmax_scale)
+    return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)
+
+
+def plan_for(grad_out, q, k, v, out, causal: bool, softmax_scale: float) -> BackwardPlan:
+    """The :class:`BackwardPlan` that :func:`triton_backward` runs for these tensors."""
+    return backward_plan(
         q.shape,
         q.stride(),
         k.shape,
@@ -891,4 +941,3 @@ def triton_backward(
         softmax_scale,
         alignments(q, k, v, out, grad_out),
     )
-    return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)
