@@ -1,15 +1,14 @@
-"""Where the Hopper backward should run, and with how many chains: backward time by shape, each way.
+"""Where the Hopper backward should run: backward time by shape, with it and with the Triton kernels.
 
 Usage (Hopper GPU, Triton 3.6, repository root)::
 
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/hopper_backward.py --out hopper.json
 
 For each (B, H, N, 64) shape and mask (bf16), milliseconds of ``triton_backward``
-(``triton.testing.do_bench`` median) with the Hopper kernel adding dQ in one chain,
-in two chains (causal only), and with the Triton kernels, in alternating rounds;
-the ratios to the Triton kernels are the medians of the rounds' ratios (< 1: the
-Hopper kernel is faster). ``MIN_SCORES`` and ``TWO_CHAINS_MIN_SEQ_LEN`` in
-``_gluon_backward`` are chosen from this table.
+(``triton.testing.do_bench`` median) with the Hopper kernel and with the Triton
+kernels, in alternating rounds; the ratio is the median of the rounds' ratios
+(< 1: the Hopper kernel is faster). ``MIN_SCORES`` in ``_gluon_backward`` is
+chosen from this table.
 """
 
 from __future__ import annotations
@@ -39,19 +38,17 @@ SHAPES = [
     ((1, 16, 16384, 64), False),
     ((1, 16, 32768, 64), True),
 ]
-# (FLASHATTN2_HOPPER_BACKWARD, TWO_CHAINS_MIN_SEQ_LEN) of each way
-WAYS = {"hopper, 1 chain": ("1", 2**62), "hopper, 2 chains": ("1", 0), "triton": ("0", 0)}
+WAYS = {"hopper": "1", "triton": "0"}  # FLASHATTN2_HOPPER_BACKWARD
 
 
 def backward_ms(shape, causal: bool, rounds: int = 3) -> dict:
     q, k, v, grad_out = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     scale = shape[-1] ** -0.5
     out, lse = triton_forward(q, k, v, causal, scale)
-    ways = [way for way in WAYS if causal or "2 chains" not in way]
-    samples = {way: [] for way in ways}
+    samples = {way: [] for way in WAYS}
     for round_index in range(rounds):
-        for way in sorted(ways, reverse=round_index % 2 == 1):
-            os.environ["FLASHATTN2_HOPPER_BACKWARD"], hopper.TWO_CHAINS_MIN_SEQ_LEN = WAYS[way]
+        for way in sorted(WAYS, reverse=round_index % 2 == 1):
+            os.environ["FLASHATTN2_HOPPER_BACKWARD"] = WAYS[way]
             backward.backward_plan.cache_clear()  # a plan decides at its construction
             samples[way].append(
                 triton.testing.do_bench(
@@ -59,8 +56,7 @@ def backward_ms(shape, causal: bool, rounds: int = 3) -> dict:
                 )
             )
     row = {"shape": shape, "causal": causal, **{way: statistics.median(times) for way, times in samples.items()}}
-    for way in ways[:-1]:
-        row[f"{way} / triton"] = statistics.median(a / b for a, b in zip(samples[way], samples["triton"]))
+    row["ratio"] = statistics.median(a / b for a, b in zip(samples["hopper"], samples["triton"]))
     return row
 
 
@@ -68,20 +64,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    defaults = hopper.MIN_SCORES, hopper.TWO_CHAINS_MIN_SEQ_LEN
+    default = hopper.MIN_SCORES
     hopper.MIN_SCORES = 0
     rows = []
-    print(f"{'(B, H, N, D)':20} {'mask':6} {'1 chain':>8} {'2 chains':>9} {'triton':>8} {'ratios':>12}", flush=True)
+    print(f"{'(B, H, N, D)':20} {'mask':6} {'scores':>12} {'hopper':>8} {'triton':>8} {'ratio':>6}", flush=True)
     for shape, causal in SHAPES:
         row = backward_ms(shape, causal)
-        ratios = " ".join(f"{value:.2f}" for key, value in row.items() if key.endswith("/ triton"))
+        row["scores"] = shape[0] * shape[1] * shape[2] ** 2
         print(
-            f"{shape!s:20} {'causal' if causal else 'full':6} {row['hopper, 1 chain']:8.3f} "
-            f"{row.get('hopper, 2 chains', float('nan')):9.3f} {row['triton']:8.3f} {ratios:>12}",
+            f"{shape!s:20} {'causal' if causal else 'full':6} {row['scores']:12d} {row['hopper']:8.3f} "
+            f"{row['triton']:8.3f} {row['ratio']:6.2f}",
             flush=True,
         )
         rows.append(row)
-    hopper.MIN_SCORES, hopper.TWO_CHAINS_MIN_SEQ_LEN = defaults
+    hopper.MIN_SCORES = default
     os.environ.pop("FLASHATTN2_HOPPER_BACKWARD")
     if args.out:
         with open(args.out, "w") as f:

@@ -14,20 +14,18 @@ One program per 128-key tile of a (batch, k/v head) runs four partitions:
   fp32 workspace with TMA bulk reduce-adds.
 
 dQ stays deterministic: the writers add to query tile ``j`` in a fixed key-tile
-order, behind a counter per (chain, batch, head, query tile) that each writer
-waits on (acquire) and increments once its add has completed (release). Key
-tile ``n`` adds into workspace copy ``n % chains`` (its *chain*); the copies are
-summed in a fixed order at the end. Two chains double the time between
-neighbouring key tiles' turns on a query tile, which long causal sequences
-need (benchmarks/NOTES.md, v34). Programs take their key tile from a ticket
-counter in descending key order, so every program a causal one waits on
-started before it; the non-causal walk (each program starts at its own
-diagonal and wraps around) needs all key tiles of a head resident at once,
-hence :func:`hopper_backward_applies`'s bound on the sequence length.
+order (the order in which the walk reaches it: from the diagonal's key tile
+down), behind a counter per (batch, head, query tile) that each writer waits on
+(acquire) and increments once its add has completed (release). Programs take
+their key tile from a ticket counter in descending key order, so every program
+a causal one waits on started before it; the non-causal walk (each program
+starts at its own diagonal and wraps around) needs all key tiles of a head
+resident at once, hence :func:`hopper_backward_applies`'s bound on the
+sequence length.
 
 Layers: the Gluon partitions and kernel; two Triton kernels around it
 (``_prologue_kernel``: Delta, zeroed workspace and counters;
-``_epilogue_kernel``: the chains' sum in the gradient's dtype); the launcher
+``_epilogue_kernel``: the workspace in the gradient's dtype); the launcher
 :class:`HopperBackward`. Kernel design after FlashAttention-3's backward
 (Shah et al. 2024, arXiv:2407.08608): a producer warp, consumer warpgroups,
 and dQ accumulated outside the consumers, in key order in its deterministic
@@ -183,16 +181,13 @@ def _dq_writer(
     n,
     group,
     heads,
-    batch,
     q_tiles,
     key_tiles,
     CAUSAL: gl.constexpr,
-    CHAINS: gl.constexpr,
     WRITER: gl.constexpr,
 ):
     """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
-    chain = n % CHAINS
     steps = _steps(n, q_tiles, key_tiles, CAUSAL)
     it = 0
     for g in range(group):
@@ -203,10 +198,10 @@ def _dq_writer(
                 if it % 2 == WRITER:
                     buf = WRITER  # each writer owns one of the two dQ buffers
                     mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
-                    # The key tiles of this chain that visit tile j before this one (one every
-                    # RATIO steps of the walk) have each counted one completed add.
-                    counter = counters + ((chain * batch + b) * heads + hq) * q_tiles + j
-                    turn = (s // RATIO) // CHAINS
+                    # The key tiles that visit tile j before this one (one every RATIO steps
+                    # of the walk) have each counted one completed add.
+                    counter = counters + (b * heads + hq) * q_tiles + j
+                    turn = s // RATIO
                     done = gl.atomic_add(counter, 0, sem="acquire", scope="gpu")
                     while done < turn:
                         done = gl.atomic_add(counter, 0, sem="acquire", scope="gpu")
@@ -215,7 +210,7 @@ def _dq_writer(
                     for h in gl.static_range(2):
                         _tma_reduce_add(
                             dq_desc,
-                            [chain * batch + b, hq, j * BLOCK_M, h * (HEAD_DIM // 2)],
+                            [b, hq, j * BLOCK_M, h * (HEAD_DIM // 2)],
                             dq_smem.index(2 * buf + h).reshape([1, 1, BLOCK_M, HEAD_DIM // 2]),
                         )
                     _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the add has completed
@@ -360,7 +355,6 @@ def _hopper_backward_kernel(
     ticket,
     heads,
     group,
-    batch,
     n_ctx,
     q_tiles,
     key_tiles,
@@ -370,7 +364,6 @@ def _hopper_backward_kernel(
     stride_dkh,
     stride_dkn,
     CAUSAL: gl.constexpr,
-    CHAINS: gl.constexpr,
 ):
     # Work in the order programs start, key tiles descending: a program only waits on started ones.
     item = gl.atomic_add(ticket, 1)
@@ -537,11 +530,9 @@ def _hopper_backward_kernel(
                     n,
                     group,
                     heads,
-                    batch,
                     q_tiles,
                     key_tiles,
                     CAUSAL,
-                    CHAINS,
                     0,
                 ),
             ),
@@ -558,11 +549,9 @@ def _hopper_backward_kernel(
                     n,
                     group,
                     heads,
-                    batch,
                     q_tiles,
                     key_tiles,
                     CAUSAL,
-                    CHAINS,
                     1,
                 ),
             ),
@@ -590,12 +579,9 @@ def _prologue_kernel(
     heads,
     n_ctx,
     q_tiles,
-    acc_chain_stride,
-    counter_chain_stride,
-    CHAINS: tl.constexpr,
 ):
-    """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows; the rows of
-    every chain's dQ workspace and the tile's counters zeroed (the first program also the ticket)."""
+    """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows; their rows of the
+    dQ workspace and the tile's counter zeroed (and by the first program the ticket, ``counters[-1]``)."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // heads, bh % heads
     rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -604,34 +590,24 @@ def _prologue_kernel(
     o = tl.load(out + b * stride_ob + h * stride_oh + rows[:, None] * stride_on + cols[None, :], mask=ok[:, None])
     do = tl.load(grad_out + b * stride_gb + h * stride_gh + rows[:, None] * stride_gn + cols[None, :], mask=ok[:, None])
     tl.store(delta + bh * n_ctx + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=ok)
-    zeros = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    for chain in tl.static_range(CHAINS):
-        acc_rows = dq_acc + chain * acc_chain_stride + (bh * n_ctx + rows[:, None]) * HEAD_DIM + cols[None, :]
-        tl.store(acc_rows, zeros, mask=ok[:, None])
-        tl.store(counters + chain * counter_chain_stride + bh * q_tiles + tile, 0)
+    acc_rows = dq_acc + (bh * n_ctx + rows[:, None]) * HEAD_DIM + cols[None, :]
+    tl.store(acc_rows, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), mask=ok[:, None])
+    tl.store(counters + bh * q_tiles + tile, 0)
     if tile + bh == 0:
-        tl.store(counters + CHAINS * counter_chain_stride, 0)  # the ticket
+        tl.store(counters + tl.num_programs(0) * tl.num_programs(1), 0)  # the ticket
 
 
 @triton.jit
-def _epilogue_kernel(dq_acc, dq, rows, acc_chain_stride, CHAINS: tl.constexpr):
-    """dq (contiguous, its dtype) = the sum of the chains' fp32 workspaces, in chain order."""
+def _epilogue_kernel(dq_acc, dq, rows):
+    """dq (contiguous, its dtype) = the fp32 workspace (rows x the head dimension)."""
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs = r[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     ok = (r < rows)[:, None]
-    total = tl.load(dq_acc + offs, mask=ok)
-    for chain in tl.static_range(1, CHAINS):
-        total += tl.load(dq_acc + chain * acc_chain_stride + offs, mask=ok)
-    tl.store(dq + offs, total.to(dq.dtype.element_ty), mask=ok)
+    tl.store(dq + offs, tl.load(dq_acc + offs, mask=ok).to(dq.dtype.element_ty), mask=ok)
 
 
 # The prologue's and epilogue's programs: BLOCK_M rows x the head dimension, 4 warps, no pipelining.
 _ROWS_TILE = Tile(BLOCK_M.value, HEAD_DIM.value, 4, 1)
-# Causal sequences from this length add dQ in two chains: at N = 32768 two chains took 0.98x one chain's time,
-# at 8192 and 16384 they tied, at 4096 they lost 3-4% to the second workspace's traffic
-# (benchmarks/hopper_backward.py, NOTES v35).
-TWO_CHAINS_MIN_SEQ_LEN = 32768
-
 
 # The Triton release this kernel was written and measured with: Gluon is experimental, and its API changes
 # between releases.
@@ -679,7 +655,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
         return False
     if batch * heads * n * n < MIN_SCORES or aligned is not True or cuda_capability(device) != (9, 0):
         return False
-    if 2 * batch * heads * n * head_dim > MAX_INT32:  # two chains' workspace, indexed with 32-bit offsets
+    if batch * heads * n * head_dim > MAX_INT32:  # the dQ workspace is indexed with 32-bit offsets
         return False
     if any(stride[-1] != 1 or any(s % 8 for s in stride[:-1]) for stride in tma_strides):  # 8 x 2 bytes
         return False
@@ -701,18 +677,14 @@ class HopperBackward:
         batch, heads, n, _ = q_shape
         kv_heads = k_shape[1]
         self.causal, self.dtype, self.device = causal, dtype, device
-        self.chains = 2 if causal and n >= TWO_CHAINS_MIN_SEQ_LEN else 1
         self.q_tiles, self.key_tiles = triton.cdiv(n, BLOCK_M.value), triton.cdiv(n, BLOCK_N.value)
-        self.acc_shape = (self.chains * batch, heads, n, HEAD_DIM.value)
-        self.acc_chain_stride = batch * heads * n * HEAD_DIM.value
-        self.counter_chain_stride = batch * heads * self.q_tiles
-        self.chain_strides = (self.acc_chain_stride, self.counter_chain_stride)
+        self.acc_shape = (batch, heads, n, HEAD_DIM.value)
+        self.counters = batch * heads * self.q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n
         self.grid = (self.key_tiles * batch * kv_heads,)
         self.scalars = (
             heads,
             heads // kv_heads,
-            batch,
             n,
             self.q_tiles,
             self.key_tiles,
@@ -722,16 +694,16 @@ class HopperBackward:
         self.prologue = CompiledLaunch(
             _prologue_kernel,
             (self.q_tiles, batch * heads, 1),
-            (*out_stride[:3], *grad_stride[:3], heads, n, self.q_tiles, *self.chain_strides),
-            {"CHAINS": self.chains},
+            (*out_stride[:3], *grad_stride[:3], heads, n, self.q_tiles),
+            {},
             _ROWS_TILE,
             device,
         )
         self.epilogue = CompiledLaunch(
             _epilogue_kernel,
             (triton.cdiv(self.rows, BLOCK_M.value), 1, 1),
-            (self.rows, self.acc_chain_stride),
-            {"CHAINS": self.chains},
+            (self.rows,),
+            {},
             _ROWS_TILE,
             device,
         )
@@ -748,7 +720,7 @@ class HopperBackward:
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
-        counters = torch.empty(self.chains * self.counter_chain_stride + 1, dtype=torch.int32, device=self.device)
+        counters = torch.empty(self.counters, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, dq_acc, counters)
         m, n, half = BLOCK_M.value, BLOCK_N.value, HEAD_DIM.value // 2
         d, lay = HEAD_DIM.value, self.layouts
@@ -768,7 +740,6 @@ class HopperBackward:
             *self.scalars,
             *dk.stride()[:3],
             CAUSAL=self.causal,
-            CHAINS=self.chains,
             num_warps=NUM_WARPS,
         )
         self.epilogue(dq_acc, dq)
