@@ -203,6 +203,11 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert applies(causal=False)  # 128 key tiles: one per multiprocessor
     assert applies(shape=(1, 16, 32768, 64))  # causal: every wait is on a program that started earlier
     assert not applies(shape=(1, 16, 32768, 64), causal=False)  # 256 key tiles cannot all be resident
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50")  # an MPS client with 66 multiprocessors
+    assert not applies(causal=False)
+    assert applies(shape=(1, 16, 8192, 64), causal=False)
+    assert applies()
+    monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
     assert applies(k_shape=(1, 4, 16384, 64))  # grouped-query heads
     assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
     assert not applies(shape=(1, 16, 16384, 128))

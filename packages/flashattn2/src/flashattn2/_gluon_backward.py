@@ -638,12 +638,23 @@ def _multiprocessors(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def _usable_multiprocessors(device_index: int) -> int:
+    """The device's multiprocessors, or the share of them an MPS client is limited to."""
+    percentage = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")
+    try:
+        share = min(float(percentage), 100.0) / 100
+    except ValueError:  # not a number: MPS would refuse it; assume the least
+        share = 0.0
+    return int(_multiprocessors(device_index) * share)
+
+
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: a Hopper GPU (compute capability 9.0) with the
     tested Triton release, fp16 or bf16, head dim 64, as many keys as queries, at least :data:`MIN_SCORES`,
     every pointer 16-byte aligned (``aligned is True``), and ``tma_strides`` (those of q, k, v, grad_out)
     with unit last stride and 16-byte others. A non-causal walk needs every key tile of a head resident
-    at once: at most one 128-key tile per multiprocessor. ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
+    at once: at most one 128-key tile per multiprocessor this process may use (an MPS client's share,
+    ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if _failures or os.environ.get("FLASHATTN2_HOPPER_BACKWARD", "1") == "0":
         return False
     if not triton.__version__.startswith(TESTED_TRITON):
@@ -660,7 +671,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     if any(stride[-1] != 1 or any(s % 8 for s in stride[:-1]) for stride in tma_strides):  # 8 x 2 bytes
         return False
     index = torch.cuda.current_device() if device.index is None else device.index
-    return causal or triton.cdiv(n, BLOCK_N.value) <= _multiprocessors(index)
+    return causal or triton.cdiv(n, BLOCK_N.value) <= _usable_multiprocessors(index)
 
 
 class HopperBackward:
