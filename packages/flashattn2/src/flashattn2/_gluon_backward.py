@@ -58,7 +58,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from flashattn2._configs import Tile
 from flashattn2._inputs import cuda_capability
 from flashattn2._launch import CompiledLaunch
-from flashattn2._triton_common import KERNELS_INTERPRETED, LOG2_E, MAX_INT32
+from flashattn2._triton_common import KERNELS_INTERPRETED, LOG2_E, LOG2_E_IN_KERNEL, MAX_INT32
 
 HEAD_DIM = gl.constexpr(64)  # the one head dimension this kernel is laid out (and measured) for
 BLOCK_M = gl.constexpr(64)  # query rows per step
@@ -94,6 +94,7 @@ def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr):
+    """How many query tiles key tile ``n`` visits (per query head)."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     if CAUSAL:
         return q_tiles - RATIO * n
@@ -130,7 +131,7 @@ def _loader(
     CAUSAL: gl.constexpr,
 ):
     """K, V (and K's two column halves) once; then Q, dO, L, Delta of each visited query tile into the ring."""
-    mbarrier.expect(kv_bar, 3 * BLOCK_N * HEAD_DIM * 2)
+    mbarrier.expect(kv_bar, 3 * BLOCK_N * HEAD_DIM * 2)  # K, V and K again in halves, 2 bytes per element
     for h in gl.static_range(2):
         tma.async_copy_global_to_shared(
             kh_desc,
@@ -256,7 +257,7 @@ def _consumer(
 ):
     """Keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` for dK, dV; dQ columns ``[WARPGROUP * D / 2, +D / 2)``."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
-    KEYS: gl.constexpr = 64
+    KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
     HALF: gl.constexpr = HEAD_DIM // 2
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
@@ -292,7 +293,7 @@ def _consumer(
                 queries = j * BLOCK_M + offs_col
                 q_ok = queries < n_ctx
                 mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
-                lse2 = gl.where(q_ok, ld_smem.index(2 * slot).load(col_layout) * 1.4426950408889634, float("inf"))
+                lse2 = gl.where(q_ok, ld_smem.index(2 * slot).load(col_layout) * LOG2_E_IN_KERNEL, float("inf"))
                 delta = ld_smem.index(2 * slot + 1).load(col_layout)
                 q_t = q_smem.index(slot)
                 do_t = do_smem.index(slot)

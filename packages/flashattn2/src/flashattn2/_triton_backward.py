@@ -906,7 +906,8 @@ def triton_backward(
     softmax_scale: float,
     one_allocation: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Attention backward with the Triton kernels.
+    """Attention backward with the Triton kernels (on Hopper GPUs, long sequences at head dim 64:
+    the Gluon kernel of :mod:`flashattn2._gluon_backward`).
 
     Arguments:
         grad_out, out: ``(B, H, Nq, D)``, any strides (see ``triton_forward``), q's dtype.
