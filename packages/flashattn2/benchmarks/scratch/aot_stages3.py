@@ -1,0 +1,27 @@
+"""Compile the package's Hopper backward for sm_90a without a GPU: python aot_pkg.py CAUSAL CHAINS (triton 3.6 venv)."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import aot_compile; aot_compile.install()
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+import gbwd_stages3 as gb
+
+causal = int(sys.argv[1])
+b, h, n, d = 1, 2, 384, 64
+q = torch.randn(b, h, n, d, dtype=torch.bfloat16)
+lse = torch.randn(b * h * n)
+hb = gb.HopperBackward(q.shape, q.shape, q.stride(), q.stride(), torch.bfloat16, torch.device("cpu"), bool(causal), 0.125)
+m, bn, half, lay = 64, 128, 32, hb.layouts
+acc = torch.zeros(hb.acc_shape)
+cnt = torch.zeros(10, dtype=torch.int32)
+k = gb._hopper_backward_kernel.warmup(
+    TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"]), TensorDescriptor.from_tensor(q, [1, 1, bn, d], lay["n"]),
+    TensorDescriptor.from_tensor(q, [1, 1, bn, d], lay["n"]), TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"]),
+    TensorDescriptor.from_tensor(q, [1, 1, bn, half], lay["n_half"]), TensorDescriptor.from_tensor(acc, [1, 1, m, half], lay["dq"]),
+    TensorDescriptor.from_tensor(lse, [m], lay["row"]), TensorDescriptor.from_tensor(lse, [m], lay["row"]),
+    q, q, cnt, cnt[-1:], *hb.scalars, *q.stride()[:3], CAUSAL=bool(causal), num_warps=gb.NUM_WARPS, grid=hb.grid)
+print(sys.argv[1:2], k.metadata.shared, aot_compile.ptxas_report(k), flush=True)
