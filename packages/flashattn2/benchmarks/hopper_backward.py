@@ -7,8 +7,8 @@ Usage (Hopper GPU, Triton 3.6, repository root)::
 For each (B, H, N, 64) shape and mask (bf16), milliseconds of ``triton_backward``
 (``triton.testing.do_bench`` median) with the Hopper kernel and with the Triton
 kernels, in alternating rounds; the ratio is the median of the rounds' ratios
-(< 1: the Hopper kernel is faster). ``MIN_SCORES`` in ``_gluon_backward`` is
-chosen from this table.
+(< 1: the Hopper kernel is faster). ``MIN_SEQ_LEN`` and ``MIN_SCORES`` in
+``_gluon_backward`` are chosen from this table.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ from flashattn2._triton_forward import triton_forward
 
 SHAPES = [
     ((8, 16, 1024, 64), True),
+    ((32, 16, 1024, 64), True),
+    ((64, 16, 1024, 64), True),
     ((4, 16, 2048, 64), True),
+    ((8, 16, 2048, 64), True),
+    ((16, 16, 2048, 64), True),
     ((2, 16, 4096, 64), True),
     ((4, 16, 4096, 64), True),
     ((4, 16, 4096, 64), False),
@@ -64,8 +68,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    default = hopper.MIN_SCORES
-    hopper.MIN_SCORES = 0
+    defaults = hopper.MIN_SEQ_LEN, hopper.MIN_SCORES
+    hopper.MIN_SEQ_LEN = hopper.MIN_SCORES = 0
     rows = []
     print(f"{'(B, H, N, D)':20} {'mask':6} {'scores':>12} {'hopper':>8} {'triton':>8} {'ratio':>6}", flush=True)
     for shape, causal in SHAPES:
@@ -77,7 +81,7 @@ def main(argv=None) -> int:
             flush=True,
         )
         rows.append(row)
-    hopper.MIN_SCORES = default
+    hopper.MIN_SEQ_LEN, hopper.MIN_SCORES = defaults
     os.environ.pop("FLASHATTN2_HOPPER_BACKWARD")
     if args.out:
         with open(args.out, "w") as f:

@@ -44,9 +44,10 @@ hopper_only = pytest.mark.skipif(
 
 @pytest.fixture
 def hopper_at_small_shapes(monkeypatch):
-    """The Hopper backward also below its MIN_SCORES, so that small shapes exercise it."""
+    """The Hopper backward also below its MIN_SEQ_LEN and MIN_SCORES, so that small shapes exercise it."""
     import flashattn2._gluon_backward as hopper
 
+    monkeypatch.setattr(hopper, "MIN_SEQ_LEN", 0)
     monkeypatch.setattr(hopper, "MIN_SCORES", 0)
     backward.backward_plan.cache_clear()  # plans decide at their construction
     yield hopper

@@ -613,9 +613,10 @@ _ROWS_TILE = Tile(BLOCK_M.value, HEAD_DIM.value, 4, 1)
 # The Triton release this kernel was written and measured with: Gluon is experimental, and its API changes
 # between releases.
 TESTED_TRITON = "3.6."
-# From this many scores (batch x heads x N^2) the kernel is faster than the Triton kernels: 0.96x their time at
-# (2, 16, 4096, 64) causal (2**29 scores), 1.03x at (4, 16, 2048, 64), 1.14x at (8, 16, 1024, 64)
-# (benchmarks/hopper_backward.py, NOTES v35).
+# Where the kernel is faster than the Triton kernels (benchmarks/hopper_backward.py, NOTES v35, v39): from
+# 4096 keys per sequence (1.14-1.17x their time at N = 1024 even with 2**30 scores, 1.00-1.03x at 2048, 0.92-0.96x
+# at 4096), with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.96x).
+MIN_SEQ_LEN = 4096
 MIN_SCORES = 512 * 1024 * 1024
 
 
@@ -651,7 +652,8 @@ def _usable_multiprocessors(device_index: int) -> int:
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: a Hopper GPU (compute capability 9.0) with the
-    tested Triton release, fp16 or bf16, head dim 64, as many keys as queries, at least :data:`MIN_SCORES`,
+    tested Triton release, fp16 or bf16, head dim 64, as many keys as queries, at least :data:`MIN_SEQ_LEN`
+    of them and :data:`MIN_SCORES` in all,
     every pointer 16-byte aligned (``aligned is True``), and ``tma_strides`` (those of q, k, v, grad_out)
     with unit last stride and 16-byte others. A non-causal walk needs every key tile of a head resident
     at once: at most one 128-key tile per multiprocessor this process may use (an MPS client's share,
@@ -665,7 +667,9 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     batch, heads, n, head_dim = q_shape
     if head_dim != HEAD_DIM.value or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
         return False
-    if batch * heads * n * n < MIN_SCORES or aligned is not True or cuda_capability(device) != (9, 0):
+    if n < MIN_SEQ_LEN or batch * heads * n * n < MIN_SCORES:
+        return False
+    if aligned is not True or cuda_capability(device) != (9, 0):
         return False
     if batch * heads * n * head_dim > MAX_INT32:  # the dQ workspace is indexed with 32-bit offsets
         return False
