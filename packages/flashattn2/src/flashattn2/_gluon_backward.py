@@ -652,12 +652,12 @@ def _usable_multiprocessors(device_index: int) -> int:
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: a Hopper GPU (compute capability 9.0) with the
-    tested Triton release, fp16 or bf16, head dim 64, as many keys as queries, at least :data:`MIN_SEQ_LEN`
-    of them and :data:`MIN_SCORES` in all,
-    every pointer 16-byte aligned (``aligned is True``), and ``tma_strides`` (those of q, k, v, grad_out)
-    with unit last stride and 16-byte others. A non-causal walk needs every key tile of a head resident
-    at once: at most one 128-key tile per multiprocessor this process may use (an MPS client's share,
-    ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
+    tested Triton release, fp16 or bf16, head dim 64, as many keys as queries (at least :data:`MIN_SEQ_LEN`
+    of them, and :data:`MIN_SCORES` scores in all), every pointer 16-byte aligned (``aligned is True``), and
+    ``tma_strides`` (those of q, k, v, grad_out) with unit last stride and 16-byte others. A non-causal walk
+    needs every key tile of a head resident at once: at most one 128-key tile per multiprocessor this
+    process may use (an MPS client's share, ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``).
+    ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if _failures or os.environ.get("FLASHATTN2_HOPPER_BACKWARD", "1") == "0":
         return False
     if not triton.__version__.startswith(TESTED_TRITON):
