@@ -14,13 +14,12 @@ kernels, in alternating rounds; the ratio is the median of the rounds' ratios
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 
 import torch
 import triton
-from matrix import environment  # this folder is on sys.path when run as a script
+from matrix import write_rows  # this folder is on sys.path when run as a script
 
 import flashattn2._gluon_backward as hopper
 import flashattn2._triton_backward as backward
@@ -84,8 +83,7 @@ def main(argv=None) -> int:
     hopper.MIN_SEQ_LEN, hopper.MIN_SCORES = defaults
     os.environ.pop("FLASHATTN2_HOPPER_BACKWARD")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"env": environment(), "rows": rows}, f, indent=1)
+        write_rows(args.out, rows)
     return 0
 
 

@@ -243,6 +243,12 @@ def environment() -> dict:
     }
 
 
+def write_rows(path: str, rows: list[dict]) -> None:
+    """Write a benchmark's rows with the :func:`environment` they were measured in, as JSON."""
+    with open(path, "w") as f:
+        json.dump({"env": environment(), "rows": rows}, f, indent=1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()

@@ -16,11 +16,10 @@ chosen from this table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 import torch
-from matrix import environment, host_ms  # this folder is on sys.path when run as a script
+from matrix import host_ms, write_rows  # this folder is on sys.path when run as a script
 
 import flashattn2._triton_backward as backward
 from flashattn2 import flash_attention
@@ -77,8 +76,7 @@ def main(argv=None) -> int:
         rows.append(row)
     backward.ONE_LAUNCH_MAX_SCORES = default
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"env": environment(), "rows": rows}, f, indent=1)
+        write_rows(args.out, rows)
     return 0
 
 

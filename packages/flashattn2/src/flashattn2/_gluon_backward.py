@@ -692,25 +692,25 @@ class HopperBackward:
     def __init__(self, q_shape, k_shape, out_stride, grad_stride, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, _ = q_shape
         kv_heads = k_shape[1]
-        self.causal, self.dtype, self.device = causal, dtype, device
-        self.q_tiles, self.key_tiles = triton.cdiv(n, BLOCK_M.value), triton.cdiv(n, BLOCK_N.value)
+        self.causal, self.device = causal, device
+        q_tiles, key_tiles = triton.cdiv(n, BLOCK_M.value), triton.cdiv(n, BLOCK_N.value)
         self.acc_shape = (batch, heads, n, HEAD_DIM.value)
-        self.counters = batch * heads * self.q_tiles + 1  # one per (batch, head, query tile), and the ticket
+        self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n
-        self.grid = (self.key_tiles * batch * kv_heads,)
+        self.grid = (key_tiles * batch * kv_heads,)
         self.scalars = (
             heads,
             heads // kv_heads,
             n,
-            self.q_tiles,
-            self.key_tiles,
+            q_tiles,
+            key_tiles,
             softmax_scale * LOG2_E,
             softmax_scale,
         )
         self.prologue = CompiledLaunch(
             _prologue_kernel,
-            (self.q_tiles, batch * heads, 1),
-            (*out_stride[:3], *grad_stride[:3], heads, n, self.q_tiles),
+            (q_tiles, batch * heads, 1),
+            (*out_stride[:3], *grad_stride[:3], heads, n, q_tiles),
             {},
             _ROWS_TILE,
             device,
@@ -736,7 +736,7 @@ class HopperBackward:
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
-        counters = torch.empty(self.counters, dtype=torch.int32, device=self.device)
+        counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, dq_acc, counters)
         m, n, half = BLOCK_M.value, BLOCK_N.value, HEAD_DIM.value // 2
         d, lay = HEAD_DIM.value, self.layouts

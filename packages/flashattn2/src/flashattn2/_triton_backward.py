@@ -58,11 +58,6 @@ from flashattn2._triton_common import (
     visible_keys,
 )
 
-try:
-    from flashattn2._gluon_backward import HopperBackward, give_up_hopper_backward, hopper_backward_applies
-except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernels everywhere
-    HopperBackward = give_up_hopper_backward = hopper_backward_applies = None
-
 
 @triton.jit
 def _dkdv_tile(
@@ -758,14 +753,12 @@ class BackwardPlan:
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
         self.launch_dq = self.launch_dkdv = self.launch_one = None
-        hopper = hopper_backward_applies is not None and hopper_backward_applies(
-            q_shape, k_shape, (q_stride, k_stride, v_stride, grad_stride), dtype, device, causal, aligned
-        )
-        self.hopper = (
-            HopperBackward(q_shape, k_shape, out_stride, grad_stride, dtype, device, causal, softmax_scale)
-            if hopper and not self.empty
-            else None
-        )
+        tma_strides = (q_stride, k_stride, v_stride, grad_stride)
+        self.hopper = None
+        if not self.empty:
+            self.hopper = _hopper_backward_for(
+                q_shape, k_shape, tma_strides, out_stride, dtype, device, causal, softmax_scale, aligned
+            )
 
     def _constexprs(self, tile) -> dict:
         return dict(
@@ -839,6 +832,8 @@ class BackwardPlan:
         except Exception as error:  # Gluon is experimental: a failure to build it must not stop training
             if self.hopper.launched or isinstance(error, torch.OutOfMemoryError):
                 raise
+            from flashattn2._gluon_backward import give_up_hopper_backward
+
             give_up_hopper_backward(error)
             self.hopper = None
             return False
@@ -860,6 +855,21 @@ class BackwardPlan:
             self.compiled_dkdv(tile)(q, k, v, out, grad_out, lse, delta, dk, dv)
 
         self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
+
+
+def _hopper_backward_for(q_shape, k_shape, tma_strides, out_stride, dtype, device, causal, softmax_scale, aligned):
+    """The :class:`~flashattn2._gluon_backward.HopperBackward` of a layout, or ``None`` where it does not
+    apply. Gluon is imported by the first CUDA layout, not with flashattn2 (60 ms of import time)."""
+    if device.type != "cuda":
+        return None
+    try:
+        from flashattn2 import _gluon_backward as hopper
+    except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernels everywhere
+        return None
+    if not hopper.hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
+        return None
+    grad_stride = tma_strides[-1]
+    return hopper.HopperBackward(q_shape, k_shape, out_stride, grad_stride, dtype, device, causal, softmax_scale)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
