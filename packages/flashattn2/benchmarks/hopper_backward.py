@@ -4,7 +4,7 @@ Usage (Hopper GPU, Triton 3.6, repository root)::
 
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/hopper_backward.py --out hopper.json
 
-For each (B, H, N, 64) shape and mask (bf16), milliseconds of ``triton_backward``
+For each (B, H, N, D) shape and mask (bf16), milliseconds of ``triton_backward``
 (``triton.testing.do_bench`` median) with the Hopper kernel and with the Triton
 kernels, in alternating rounds; the ratio is the median of the rounds' ratios
 (< 1: the Hopper kernel is faster). ``MIN_SEQ_LEN`` and ``MIN_SCORES`` in
@@ -40,6 +40,12 @@ SHAPES = [
     ((1, 16, 16384, 64), True),
     ((1, 16, 16384, 64), False),
     ((1, 16, 32768, 64), True),
+    ((2, 16, 4096, 128), True),
+    ((4, 16, 4096, 128), True),
+    ((4, 16, 4096, 128), False),
+    ((2, 16, 8192, 128), True),
+    ((1, 16, 16384, 128), True),
+    ((1, 16, 16384, 128), False),
 ]
 WAYS = {"hopper": "1", "triton": "0"}  # FLASHATTN2_HOPPER_BACKWARD
 

@@ -7,6 +7,8 @@ Run on the GPU machine with::
 (``-n 4``, pytest-xdist: the kernels of each (dtype, head dim, causal) compile in parallel.)
 """
 
+import math
+
 import pytest
 import torch
 
@@ -24,7 +26,7 @@ def _inputs(q_shape, kv_shape, dtype):
 
 def _backward_path(q, k, v, causal) -> str:
     """Which kernels the backward of ``flash_attention(q, k, v, causal=causal)`` runs (contiguous O and dO)."""
-    plan = backward.plan_for(q, q, k, v, q, causal, q.shape[-1] ** -0.5)
+    plan = backward.plan_for(q, q, k, v, q, causal, 1.0 / math.sqrt(q.shape[-1]))  # the default scale, to the bit
     if plan.hopper is not None:
         return "hopper"
     return "one launch" if plan.one_launch else "two kernels"
@@ -122,16 +124,32 @@ def test_hopper_backward_matches_float64_reference_at_16k(hopper_at_small_shapes
         (torch.bfloat16, False, (2, 4, 1000, 64), (2, 2, 1000, 64)),
         (torch.float16, True, (1, 2, 1000, 64), (1, 2, 1000, 64)),
         (torch.float16, False, (1, 3, 2100, 64), (1, 1, 2100, 64)),
+        (torch.bfloat16, True, (2, 4, 1000, 128), (2, 2, 1000, 128)),
+        (torch.bfloat16, False, (1, 3, 2100, 128), (1, 1, 2100, 128)),
+        (torch.float16, True, (1, 2, 1000, 128), (1, 2, 1000, 128)),
     ],
     ids=str,
 )
 def test_hopper_backward_matches_float64_reference(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape):
     # Odd lengths (a ragged last query and key tile), grouped-query heads.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
-    plan = backward.plan_for(q, q, k, v, q, causal, q.shape[-1] ** -0.5)
+    plan = backward.plan_for(q, q, k, v, q, causal, 1.0 / math.sqrt(q.shape[-1]))  # the default scale, to the bit
     assert plan.hopper is not None
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
     assert plan.hopper.launched
+
+
+@hopper_only
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("scale", [-0.3, 0.0])
+def test_hopper_backward_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):
+    # Masked scores times a negative scale: the causal diagonal and the ragged last key tile.
+    q, k, v = _inputs((1, 2, 1000, head_dim), (1, 2, 1000, head_dim), torch.bfloat16)
+    assert _backward_path(q, k, v, True) == "hopper"
+    assert_attention_matches_reference(
+        lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale), q, k, v, causal=True,
+        softmax_scale=scale,
+    )
 
 
 @hopper_only
@@ -151,13 +169,16 @@ def test_views_of_a_packed_qkv_tensor():
 @pytest.mark.parametrize(
     "q_shape, kv_shape, causal, path",
     [
-        ((2, 16, 4096, 128), (2, 4, 4096, 128), True, "two kernels"),
+        ((2, 16, 2048, 128), (2, 4, 2048, 128), True, "two kernels"),
         ((1, 4, 200, 64), (1, 2, 200, 64), True, "one launch"),
         pytest.param((2, 16, 4096, 64), (2, 4, 4096, 64), True, "hopper", marks=hopper_only),
         pytest.param((1, 8, 32768, 64), (1, 8, 32768, 64), True, "hopper", marks=hopper_only),
         pytest.param((2, 16, 8192, 64), (2, 16, 8192, 64), False, "hopper", marks=hopper_only),
+        pytest.param((2, 16, 4096, 128), (2, 4, 4096, 128), True, "hopper", marks=hopper_only),
+        pytest.param((2, 16, 4096, 128), (2, 16, 4096, 128), False, "hopper", marks=hopper_only),
     ],
-    ids=["two-kernels", "one-launch", "hopper-causal", "hopper-causal-32k", "hopper-full"],
+    ids=["two-kernels", "one-launch", "hopper-causal", "hopper-causal-32k", "hopper-full", "hopper-d128-causal",
+         "hopper-d128-full"],
 )
 def test_gradients_are_bitwise_deterministic(q_shape, kv_shape, causal, path):
     q, k, v = _inputs(q_shape, kv_shape, torch.bfloat16)

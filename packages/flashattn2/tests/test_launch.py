@@ -210,7 +210,10 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
     assert applies(k_shape=(1, 4, 16384, 64))  # grouped-query heads
     assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
-    assert not applies(shape=(1, 16, 16384, 128))
+    assert applies(shape=(4, 16, 4096, 128), causal=False)
+    assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))
+    assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
+    assert not applies(shape=(1, 16, 16384, 256))
     assert not applies(dtype=torch.float32)
     assert applies(shape=(2, 16, 4096, 64))  # 2**29 scores
     assert not applies(shape=(1, 16, 4096, 64))  # 2**28 scores: the Triton kernels are faster

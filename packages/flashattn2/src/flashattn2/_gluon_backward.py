@@ -60,7 +60,7 @@ from flashattn2._inputs import cuda_capability
 from flashattn2._launch import CompiledLaunch
 from flashattn2._triton_common import KERNELS_INTERPRETED, LOG2_E, LOG2_E_IN_KERNEL, MAX_INT32
 
-HEAD_DIM = gl.constexpr(64)  # the one head dimension this kernel is laid out (and measured) for
+HEAD_DIMS = (64, 128)  # the head dimensions this kernel is laid out (and measured) for
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program: two consumer warpgroups of 64
 STAGES = gl.constexpr(2)  # slots of the Q/dO/L/Delta ring, and dS buffers
@@ -80,6 +80,19 @@ def _ptx(ASM: gl.constexpr):
     one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     x = gl.full([32], 0, gl.int32, one)
     gl.inline_asm_elementwise(ASM + " mov.u32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.constexpr_function
+def _halves_copied(head_dim):
+    """Whether the consumers read K's column halves from a second copy: a half row narrower than the 128-byte
+    swizzle of K's tile (head dim 64) is not a tile of its own in K's shared-memory layout."""
+    return head_dim // 2 * 2 < 128
+
+
+@gluon.jit
+def _lse2(lse_smem, queries, n_ctx, layout: gl.constexpr):
+    """The log2-domain logsumexp of a query tile's rows; +inf past the sequence's end, so that P is 0 there."""
+    return gl.where(queries < n_ctx, lse_smem.load(layout) * LOG2_E_IN_KERNEL, float("inf"))
 
 
 @gluon.jit
@@ -129,16 +142,21 @@ def _loader(
     q_tiles,
     key_tiles,
     CAUSAL: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
 ):
-    """K, V (and K's two column halves) once; then Q, dO, L, Delta of each visited query tile into the ring."""
-    mbarrier.expect(kv_bar, 3 * BLOCK_N * HEAD_DIM * 2)  # K, V and K again in halves, 2 bytes per element
-    for h in gl.static_range(2):
-        tma.async_copy_global_to_shared(
-            kh_desc,
-            [b, hk, n * BLOCK_N, h * (HEAD_DIM // 2)],
-            kv_bar,
-            kh_smem.index(h).reshape([1, 1, BLOCK_N, HEAD_DIM // 2]),
-        )
+    """K, V (and K's two column halves where they are copied) once; then Q, dO, L, Delta of each visited query
+    tile into the ring."""
+    if _halves_copied(HEAD_DIM):
+        mbarrier.expect(kv_bar, 3 * BLOCK_N * HEAD_DIM * 2)  # K, V and K again in halves, 2 bytes per element
+        for h in gl.static_range(2):
+            tma.async_copy_global_to_shared(
+                kh_desc,
+                [b, hk, n * BLOCK_N, h * (HEAD_DIM // 2)],
+                kv_bar,
+                kh_smem.index(h).reshape([1, 1, BLOCK_N, HEAD_DIM // 2]),
+            )
+    else:
+        mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
     tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     steps = _steps(n, q_tiles, key_tiles, CAUSAL)
@@ -186,6 +204,7 @@ def _dq_writer(
     key_tiles,
     CAUSAL: gl.constexpr,
     WRITER: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
 ):
     """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
@@ -254,6 +273,7 @@ def _consumer(
     stride_dkn,
     CAUSAL: gl.constexpr,
     WARPGROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
 ):
     """Keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` for dK, dV; dQ columns ``[WARPGROUP * D / 2, +D / 2)``."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
@@ -269,12 +289,19 @@ def _consumer(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
     )
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    # L and Delta of a query tile read from shared memory where they are used (after the products they wait
+    # for) rather than before: at head dim 128 they would otherwise hold 32 registers across S^T and dP^T and
+    # spill; at 64, reading them early keeps the shared-memory latency off the critical path.
+    LATE_ROW_LOADS: gl.constexpr = HEAD_DIM > 64
     col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
     row_layout: gl.constexpr = gl.SliceLayout(1, st_layout)
 
     k_mine = k_smem.slice(WARPGROUP * KEYS, KEYS)
     v_mine = v_smem.slice(WARPGROUP * KEYS, KEYS)
-    k_half = kh_smem.index(WARPGROUP)
+    if _halves_copied(HEAD_DIM):
+        k_half = kh_smem.index(WARPGROUP)
+    else:
+        k_half = k_smem.slice(WARPGROUP * HALF, HALF, dim=1)
     zero_st = gl.zeros([KEYS, BLOCK_M], gl.float32, st_layout)
     zero_dq = gl.zeros([BLOCK_M, HALF], gl.float32, dq_layout)
     dk = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
@@ -290,25 +317,30 @@ def _consumer(
             j = _query_tile(n, s, key_tiles, CAUSAL)
             if j < q_tiles:
                 slot = it % STAGES
-                queries = j * BLOCK_M + offs_col
-                q_ok = queries < n_ctx
                 mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
-                lse2 = gl.where(q_ok, ld_smem.index(2 * slot).load(col_layout) * LOG2_E_IN_KERNEL, float("inf"))
-                delta = ld_smem.index(2 * slot + 1).load(col_layout)
                 q_t = q_smem.index(slot)
                 do_t = do_smem.index(slot)
+                queries = j * BLOCK_M + offs_col
+                if not LATE_ROW_LOADS:
+                    lse2 = _lse2(ld_smem.index(2 * slot), queries, n_ctx, col_layout)
+                    delta = ld_smem.index(2 * slot + 1).load(col_layout)
                 # S^T and dP^T (keys x queries), issued back to back
                 st = warpgroup_mma(k_mine, q_t.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                 dpt = warpgroup_mma(v_mine, do_t.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                 st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+                if LATE_ROW_LOADS:
+                    lse2 = _lse2(ld_smem.index(2 * slot), queries, n_ctx, col_layout)
+                pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
+                # Masked after the exponent: a score of -inf times a negative scale would be +inf.
                 if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
                     if s < RATIO:  # the diagonal's query tiles
-                        st = gl.where(keys[:, None] <= queries[None, :], st, float("-inf"))
+                        pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
                 if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
-                    st = gl.where(key_ok[:, None], st, float("-inf"))
-                pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
+                    pt = gl.where(key_ok[:, None], pt, 0.0)
                 pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
                 dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+                if LATE_ROW_LOADS:
+                    delta = ld_smem.index(2 * slot + 1).load(col_layout)
                 dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
                 mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
                 ds_t = ds_smem.index(slot)
@@ -365,6 +397,7 @@ def _hopper_backward_kernel(
     stride_dkh,
     stride_dkn,
     CAUSAL: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
 ):
     # Work in the order programs start, key tiles descending: a program only waits on started ones.
     item = gl.atomic_add(ticket, 1)
@@ -379,8 +412,11 @@ def _hopper_backward_kernel(
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_layout)
-    kh_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HALF], dtype)
-    kh_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HALF], kh_layout)
+    if _halves_copied(HEAD_DIM):
+        kh_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HALF], dtype)
+        kh_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HALF], kh_layout)
+    else:
+        kh_smem = k_smem  # not used: the consumers read K's column halves in place
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
@@ -449,6 +485,7 @@ def _hopper_backward_kernel(
                     stride_dkn,
                     CAUSAL,
                     0,
+                    HEAD_DIM,
                 ),
             ),
             (
@@ -486,6 +523,7 @@ def _hopper_backward_kernel(
                     stride_dkn,
                     CAUSAL,
                     1,
+                    HEAD_DIM,
                 ),
             ),
             (
@@ -516,6 +554,7 @@ def _hopper_backward_kernel(
                     q_tiles,
                     key_tiles,
                     CAUSAL,
+                    HEAD_DIM,
                 ),
             ),
             (
@@ -535,6 +574,7 @@ def _hopper_backward_kernel(
                     key_tiles,
                     CAUSAL,
                     0,
+                    HEAD_DIM,
                 ),
             ),
             (
@@ -554,6 +594,7 @@ def _hopper_backward_kernel(
                     key_tiles,
                     CAUSAL,
                     1,
+                    HEAD_DIM,
                 ),
             ),
         ],
@@ -580,6 +621,7 @@ def _prologue_kernel(
     heads,
     n_ctx,
     q_tiles,
+    HEAD_DIM: tl.constexpr,
 ):
     """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows; their rows of the
     dQ workspace and the tile's counter zeroed (and by the first program the ticket, ``counters[-1]``)."""
@@ -599,7 +641,7 @@ def _prologue_kernel(
 
 
 @triton.jit
-def _epilogue_kernel(dq_acc, dq, rows):
+def _epilogue_kernel(dq_acc, dq, rows, HEAD_DIM: tl.constexpr):
     """dq (contiguous, its dtype) = the fp32 workspace (rows x the head dimension)."""
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs = r[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
@@ -608,14 +650,15 @@ def _epilogue_kernel(dq_acc, dq, rows):
 
 
 # The prologue's and epilogue's programs: BLOCK_M rows x the head dimension, 4 warps, no pipelining.
-_ROWS_TILE = Tile(BLOCK_M.value, HEAD_DIM.value, 4, 1)
+_ROWS_TILE = Tile(BLOCK_M.value, BLOCK_M.value, 4, 1)  # block_n unused: the programs span the head dimension
 
 # The Triton release this kernel was written and measured with: Gluon is experimental, and its API changes
 # between releases.
 TESTED_TRITON = "3.6."
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_backward.py, NOTES v35, v39): from
 # 4096 keys per sequence (1.14-1.17x their time at N = 1024 even with 2**30 scores, 1.00-1.03x at 2048, 0.92-0.96x
-# at 4096), with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.96x).
+# at 4096), with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.96x). At head dim 128 it
+# took 0.78-0.85x their time from (2, 16, 4096, 128) causal up.
 MIN_SEQ_LEN = 4096
 MIN_SCORES = 512 * 1024 * 1024
 
@@ -652,7 +695,7 @@ def _usable_multiprocessors(device_index: int) -> int:
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: a Hopper GPU (compute capability 9.0) with the
-    tested Triton release, fp16 or bf16, head dim 64, as many keys as queries (at least :data:`MIN_SEQ_LEN`
+    tested Triton release, fp16 or bf16, head dim 64 or 128 (:data:`HEAD_DIMS`), as many keys as queries (at least :data:`MIN_SEQ_LEN`
     of them, and :data:`MIN_SCORES` scores in all), every pointer 16-byte aligned (``aligned is True``), and
     ``tma_strides`` (those of q, k, v, grad_out) with unit last stride and 16-byte others. A non-causal walk
     needs every key tile of a head resident at once: at most one 128-key tile per multiprocessor this
@@ -665,7 +708,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     if device.type != "cuda" or KERNELS_INTERPRETED or torch.version.hip is not None:
         return False
     batch, heads, n, head_dim = q_shape
-    if head_dim != HEAD_DIM.value or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
+    if head_dim not in HEAD_DIMS or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
         return False
     if n < MIN_SEQ_LEN or batch * heads * n * n < MIN_SCORES:
         return False
@@ -682,7 +725,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
 class HopperBackward:
     """``backward(grad_out, q, k, v, out, lse, dq, dk, dv)``: fills dq, dk, dv for one layout.
 
-    Arguments (constructor): the shapes ``(B, H, N, 64)`` of q and ``(B, Hkv, N, 64)`` of k,
+    Arguments (constructor): the shapes ``(B, H, N, D)`` of q and ``(B, Hkv, N, D)`` of k (D in :data:`HEAD_DIMS`),
     the strides of out and grad_out, the dtype (fp16 or bf16), device, mask and softmax
     scale, for which :func:`hopper_backward_applies` holds. Call arguments: as ``triton_backward``'s
     (q, k, v, grad_out with TMA-ready strides, lse contiguous float32 ``(B, H, N)``),
@@ -690,11 +733,12 @@ class HopperBackward:
     """
 
     def __init__(self, q_shape, k_shape, out_stride, grad_stride, dtype, device, causal: bool, softmax_scale: float):
-        batch, heads, n, _ = q_shape
+        batch, heads, n, head_dim = q_shape
         kv_heads = k_shape[1]
         self.causal, self.device = causal, device
         q_tiles, key_tiles = triton.cdiv(n, BLOCK_M.value), triton.cdiv(n, BLOCK_N.value)
-        self.acc_shape = (batch, heads, n, HEAD_DIM.value)
+        self.head_dim = head_dim
+        self.acc_shape = (batch, heads, n, head_dim)
         self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n
         self.grid = (key_tiles * batch * kv_heads,)
@@ -711,7 +755,7 @@ class HopperBackward:
             _prologue_kernel,
             (q_tiles, batch * heads, 1),
             (*out_stride[:3], *grad_stride[:3], heads, n, q_tiles),
-            {},
+            {"HEAD_DIM": head_dim},
             _ROWS_TILE,
             device,
         )
@@ -719,17 +763,17 @@ class HopperBackward:
             _epilogue_kernel,
             (triton.cdiv(self.rows, BLOCK_M.value), 1, 1),
             (self.rows,),
-            {},
+            {"HEAD_DIM": head_dim},
             _ROWS_TILE,
             device,
         )
         self.launched = False  # set once a call has compiled and launched the kernels
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.layouts = {
-            "m": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, HEAD_DIM.value], element),
-            "n": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, HEAD_DIM.value], element),
-            "n_half": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, HEAD_DIM.value // 2], element),
-            "dq": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, HEAD_DIM.value // 2], gl.float32),
+            "m": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element),
+            "n": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element),
+            "n_half": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim // 2], element),
+            "dq": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim // 2], gl.float32),
             "row": gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
         }
 
@@ -738,8 +782,8 @@ class HopperBackward:
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, dq_acc, counters)
-        m, n, half = BLOCK_M.value, BLOCK_N.value, HEAD_DIM.value // 2
-        d, lay = HEAD_DIM.value, self.layouts
+        m, n, d, lay = BLOCK_M.value, BLOCK_N.value, self.head_dim, self.layouts
+        half = d // 2
         _hopper_backward_kernel[self.grid](
             TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"]),
             TensorDescriptor.from_tensor(k, [1, 1, n, d], lay["n"]),
@@ -756,6 +800,7 @@ class HopperBackward:
             *self.scalars,
             *dk.stride()[:3],
             CAUSAL=self.causal,
+            HEAD_DIM=d,
             num_warps=NUM_WARPS,
         )
         self.epilogue(dq_acc, dq)
