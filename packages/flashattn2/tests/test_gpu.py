@@ -13,7 +13,9 @@ import pytest
 import torch
 
 import flashattn2._triton_backward as backward
+import flashattn2._triton_forward as forward
 from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2._launch import alignments
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
 
@@ -46,14 +48,19 @@ hopper_only = pytest.mark.skipif(
 
 @pytest.fixture
 def hopper_at_small_shapes(monkeypatch):
-    """The Hopper backward also below its MIN_SEQ_LEN and MIN_SCORES, so that small shapes exercise it."""
+    """The Hopper kernels also below their thresholds (and the forward at every head dim and mask it is laid
+    out for), so that small shapes exercise them."""
     import flashattn2._gluon_backward as hopper
+    import flashattn2._gluon_forward as hopper_forward
 
-    monkeypatch.setattr(hopper, "MIN_SEQ_LEN", 0)
+    monkeypatch.setattr(hopper, "MIN_SEQ_LEN", {64: 0, 128: 0})
     monkeypatch.setattr(hopper, "MIN_SCORES", 0)
+    monkeypatch.setattr(hopper_forward, "MIN_SEQ_LEN", {(d, c): 0 for d in (64, 128) for c in (False, True)})
     backward.backward_plan.cache_clear()  # plans decide at their construction
+    forward.forward_plan.cache_clear()
     yield hopper
     backward.backward_plan.cache_clear()
+    forward.forward_plan.cache_clear()
 
 
 # Every (dtype, head dim, causal) triple compiles its own kernels: the matrix is
@@ -130,24 +137,32 @@ def test_hopper_backward_matches_float64_reference_at_16k(hopper_at_small_shapes
     ],
     ids=str,
 )
-def test_hopper_backward_matches_float64_reference(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape):
-    # Odd lengths (a ragged last query and key tile), grouped-query heads.
+def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape):
+    # Odd lengths (a ragged last query and key tile), grouped-query heads; the Hopper forward and backward.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
-    plan = backward.plan_for(q, q, k, v, q, causal, 1.0 / math.sqrt(q.shape[-1]))  # the default scale, to the bit
-    assert plan.hopper is not None
+    scale = 1.0 / math.sqrt(q.shape[-1])  # the default scale, to the bit
+    plan = backward.plan_for(q, q, k, v, q, causal, scale)
+    forward_plan = forward.forward_plan(
+        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, scale, alignments(q, k, v)
+    )
+    assert plan.hopper is not None and forward_plan.hopper is not None
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
-    assert plan.hopper.launched
+    assert plan.hopper.launched and forward_plan.hopper.launched
 
 
 @hopper_only
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("scale", [-0.3, 0.0])
-def test_hopper_backward_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):
+def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):
     # Masked scores times a negative scale: the causal diagonal and the ragged last key tile.
     q, k, v = _inputs((1, 2, 1000, head_dim), (1, 2, 1000, head_dim), torch.bfloat16)
     assert _backward_path(q, k, v, True) == "hopper"
     assert_attention_matches_reference(
-        lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale), q, k, v, causal=True,
+        lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale),
+        q,
+        k,
+        v,
+        causal=True,
         softmax_scale=scale,
     )
 
@@ -177,8 +192,15 @@ def test_views_of_a_packed_qkv_tensor():
         pytest.param((2, 16, 4096, 128), (2, 4, 4096, 128), True, "hopper", marks=hopper_only),
         pytest.param((2, 16, 4096, 128), (2, 16, 4096, 128), False, "hopper", marks=hopper_only),
     ],
-    ids=["two-kernels", "one-launch", "hopper-causal", "hopper-causal-32k", "hopper-full", "hopper-d128-causal",
-         "hopper-d128-full"],
+    ids=[
+        "two-kernels",
+        "one-launch",
+        "hopper-causal",
+        "hopper-causal-32k",
+        "hopper-full",
+        "hopper-d128-causal",
+        "hopper-d128-full",
+    ],
 )
 def test_gradients_are_bitwise_deterministic(q_shape, kv_shape, causal, path):
     q, k, v = _inputs(q_shape, kv_shape, torch.bfloat16)

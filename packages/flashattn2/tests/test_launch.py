@@ -178,21 +178,28 @@ def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeyp
 
 @pytest.fixture
 def on_a_hopper_gpu(monkeypatch):
-    """``flashattn2._gluon_backward`` believing it runs on an H100 (132 multiprocessors) with its tested Triton."""
+    """The Hopper kernels' modules believing they run on an H100 (132 multiprocessors) with their tested Triton;
+    returns :mod:`flashattn2._hopper` (the shared conditions)."""
     import triton
 
-    hopper = pytest.importorskip("flashattn2._gluon_backward")
-    monkeypatch.setattr(hopper, "KERNELS_INTERPRETED", False)
-    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (9, 0))
-    monkeypatch.setattr(hopper, "_multiprocessors", lambda index: 132)
-    monkeypatch.setattr(hopper, "TESTED_TRITON", triton.__version__)
-    monkeypatch.setattr(hopper, "_failures", [])
-    monkeypatch.delenv("FLASHATTN2_HOPPER_BACKWARD", raising=False)
-    return hopper
+    from flashattn2 import _hopper
+
+    backward = pytest.importorskip("flashattn2._gluon_backward")
+    pytest.importorskip("flashattn2._gluon_forward")
+    monkeypatch.setattr(_hopper, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(_hopper, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(_hopper, "TESTED_TRITON", triton.__version__)
+    monkeypatch.setattr(_hopper, "_failures", {kind: [] for kind in _hopper.SWITCHES})
+    monkeypatch.setattr(backward, "_multiprocessors", lambda index: 132)
+    for switch in _hopper.SWITCHES.values():
+        monkeypatch.delenv(switch, raising=False)
+    return _hopper
 
 
 def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, monkeypatch):
-    hopper = on_a_hopper_gpu
+    import flashattn2._gluon_backward as hopper
+
+    shared = on_a_hopper_gpu
     cuda = torch.device("cuda", 0)
 
     def applies(shape=(1, 16, 16384, 64), k_shape=None, strides=None, dtype=torch.bfloat16, device=cuda, causal=True):
@@ -212,6 +219,8 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
     assert applies(shape=(4, 16, 4096, 128), causal=False)
     assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))
+    assert applies(shape=(8, 16, 2048, 128))  # head dim 128: from 2048 keys
+    assert not applies(shape=(32, 16, 1024, 128))
     assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
     assert not applies(shape=(1, 16, 16384, 256))
     assert not applies(dtype=torch.float32)
@@ -233,17 +242,17 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
         True,
         (True, False, True, True, True),
     )
-    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (10, 0))
+    monkeypatch.setattr(shared, "cuda_capability", lambda device: (10, 0))
     assert not applies()
-    monkeypatch.setattr(hopper, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(shared, "cuda_capability", lambda device: (9, 0))
     monkeypatch.setenv("FLASHATTN2_HOPPER_BACKWARD", "0")
     assert not applies()
     monkeypatch.delenv("FLASHATTN2_HOPPER_BACKWARD")
-    monkeypatch.setattr(hopper, "TESTED_TRITON", "2.0.")
+    monkeypatch.setattr(shared, "TESTED_TRITON", "2.0.")
     assert not applies()
 
 
-class _FailingHopperBackward:
+class _FailingHopperKernel:
     def __init__(self, launched):
         self.launched = launched
         self.calls = 0
@@ -263,19 +272,68 @@ def test_a_hopper_backward_that_fails_on_its_first_call_falls_back_to_the_triton
     backward.backward_plan.cache_clear()
     expected = backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
     plan = backward.plan_for(grad_out, q, k, v, out, True, 0.25)
-    plan.hopper = failing = _FailingHopperBackward(launched=False)
+    plan.hopper = failing = _FailingHopperKernel(launched=False)
     with pytest.warns(RuntimeWarning, match="the Hopper backward kernel failed .*RuntimeError: PassManager"):
         got = backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     assert failing.calls == 1 and plan.hopper is None
-    assert on_a_hopper_gpu._failures  # no other plan of this process tries it
+    assert on_a_hopper_gpu._failures["backward"]  # no other plan of this process tries it
+    assert not on_a_hopper_gpu._failures["forward"]
     cuda = torch.device("cuda", 0)
     shape = (1, 16, 16384, 64)
-    assert not on_a_hopper_gpu.hopper_backward_applies(
-        shape, shape, (contiguous_strides(shape),) * 4, torch.bfloat16, cuda, True, True
-    )
+    from flashattn2._gluon_backward import hopper_backward_applies
+
+    assert not hopper_backward_applies(shape, shape, (contiguous_strides(shape),) * 4, torch.bfloat16, cuda, True, True)
     # A kernel that has run before and fails now is an error to report, not to hide.
-    plan.hopper = _FailingHopperBackward(launched=True)
+    plan.hopper = _FailingHopperKernel(launched=True)
     with pytest.raises(RuntimeError, match="PassManager"):
         backward.triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
     backward.backward_plan.cache_clear()
+
+
+def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monkeypatch):
+    import flashattn2._gluon_forward as hopper
+
+    cuda = torch.device("cuda", 0)
+
+    def applies(shape=(1, 16, 16384, 64), k_shape=None, strides=None, dtype=torch.bfloat16, causal=True):
+        strides = strides or (contiguous_strides(shape),) * 3
+        return hopper.hopper_forward_applies(shape, k_shape or shape, strides, dtype, cuda, causal, True)
+
+    assert applies()
+    assert not applies(causal=False)  # head dim 64: only causal, and only long sequences
+    assert not applies(shape=(2, 16, 4096, 64))
+    assert applies(shape=(4, 16, 4096, 128))
+    assert applies(shape=(4, 16, 4096, 128), causal=False)
+    assert applies(shape=(8, 16, 1024, 128))
+    assert not applies(shape=(8, 16, 512, 128))
+    assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))  # grouped-query heads
+    assert not applies(shape=(1, 16, 16384, 96))
+    assert not applies(shape=(1, 16, 16384, 256))
+    assert not applies(dtype=torch.float32)
+    assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
+    assert not applies(shape=(1, 65536, 4096, 128))  # more (batch, head) pairs than a grid has rows
+    assert not applies(strides=((16384 * 16 * 65, 65, 16 * 65, 1),) * 3)
+    monkeypatch.setenv("FLASHATTN2_HOPPER_FORWARD", "0")
+    assert not applies()
+
+
+@pytest.mark.triton_kernels
+def test_a_hopper_forward_that_fails_on_its_first_call_falls_back_to_the_triton_kernel(on_a_hopper_gpu):
+    import flashattn2._triton_forward as forward
+
+    q, k, v = (torch.randn(1, 2, 24, 16) for _ in range(3))
+    forward.forward_plan.cache_clear()
+    expected = forward.triton_forward(q, k, v, True, 0.25)
+    layout = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device)
+    plan = forward.forward_plan(*layout, True, 0.25, True)
+    plan.hopper = failing = _FailingHopperKernel(launched=False)
+    with pytest.warns(RuntimeWarning, match="the Hopper forward kernel failed .*RuntimeError: PassManager"):
+        got = plan(q, k, v)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    assert failing.calls == 1 and plan.hopper is None
+    assert on_a_hopper_gpu._failures["forward"] and not on_a_hopper_gpu._failures["backward"]
+    plan.hopper = _FailingHopperKernel(launched=True)
+    with pytest.raises(RuntimeError, match="PassManager"):
+        plan(q, k, v)
+    forward.forward_plan.cache_clear()

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 
 import torch
 import triton
@@ -55,12 +54,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._inputs import cuda_capability
 from flashattn2._launch import CompiledLaunch
-from flashattn2._triton_common import KERNELS_INTERPRETED, LOG2_E, LOG2_E_IN_KERNEL, MAX_INT32
+from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
 
-HEAD_DIMS = (64, 128)  # the head dimensions this kernel is laid out (and measured) for
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program: two consumer warpgroups of 64
 STAGES = gl.constexpr(2)  # slots of the Q/dO/L/Delta ring, and dS buffers
@@ -298,10 +296,7 @@ def _consumer(
 
     k_mine = k_smem.slice(WARPGROUP * KEYS, KEYS)
     v_mine = v_smem.slice(WARPGROUP * KEYS, KEYS)
-    if _halves_copied(HEAD_DIM):
-        k_half = kh_smem.index(WARPGROUP)
-    else:
-        k_half = k_smem.slice(WARPGROUP * HALF, HALF, dim=1)
+    k_half = kh_smem.index(WARPGROUP) if _halves_copied(HEAD_DIM) else k_smem.slice(WARPGROUP * HALF, HALF, dim=1)
     zero_st = gl.zeros([KEYS, BLOCK_M], gl.float32, st_layout)
     zero_dq = gl.zeros([BLOCK_M, HALF], gl.float32, dq_layout)
     dk = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
@@ -652,30 +647,12 @@ def _epilogue_kernel(dq_acc, dq, rows, HEAD_DIM: tl.constexpr):
 # The prologue's and epilogue's programs: BLOCK_M rows x the head dimension, 4 warps, no pipelining.
 _ROWS_TILE = Tile(BLOCK_M.value, BLOCK_M.value, 4, 1)  # block_n unused: the programs span the head dimension
 
-# The Triton release this kernel was written and measured with: Gluon is experimental, and its API changes
-# between releases.
-TESTED_TRITON = "3.6."
-# Where the kernel is faster than the Triton kernels (benchmarks/hopper_backward.py, NOTES v35, v39): from
-# 4096 keys per sequence (1.14-1.17x their time at N = 1024 even with 2**30 scores, 1.00-1.03x at 2048, 0.92-0.96x
-# at 4096), with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.96x). At head dim 128 it
-# took 0.78-0.85x their time from (2, 16, 4096, 128) causal up.
-MIN_SEQ_LEN = 4096
+# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40), by head
+# dim: at 64 from 4096 keys per sequence (1.14-1.16x their time at N = 1024 even with 2**30 scores, 0.98-1.04x at
+# 2048, 0.90-0.94x at 4096); at 128 from 2048 (1.03x at (8, 16, 1024), 0.86x at (8, 16, 2048), 0.79-0.86x above);
+# with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.94x).
+MIN_SEQ_LEN = {64: 4096, 128: 2048}
 MIN_SCORES = 512 * 1024 * 1024
-
-
-_failures: list[Exception] = []  # a first call that failed: the kernel is not tried again in this process
-
-
-def give_up_hopper_backward(error: Exception) -> None:
-    """Turn :class:`HopperBackward` off for this process after ``error`` in its first call, with a warning."""
-    if not _failures:
-        warnings.warn(
-            f"flashattn2: the Hopper backward kernel failed ({type(error).__name__}: {error}); using the Triton "
-            "kernels for the rest of this process (FLASHATTN2_HOPPER_BACKWARD=0 skips the attempt)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    _failures.append(error)
 
 
 @functools.cache
@@ -694,29 +671,17 @@ def _usable_multiprocessors(device_index: int) -> int:
 
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
-    """Whether :class:`HopperBackward` runs this layout: a Hopper GPU (compute capability 9.0) with the
-    tested Triton release, fp16 or bf16, head dim 64 or 128 (:data:`HEAD_DIMS`), as many keys as queries (at least :data:`MIN_SEQ_LEN`
-    of them, and :data:`MIN_SCORES` scores in all), every pointer 16-byte aligned (``aligned is True``), and
-    ``tma_strides`` (those of q, k, v, grad_out) with unit last stride and 16-byte others. A non-causal walk
-    needs every key tile of a head resident at once: at most one 128-key tile per multiprocessor this
-    process may use (an MPS client's share, ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``).
-    ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
-    if _failures or os.environ.get("FLASHATTN2_HOPPER_BACKWARD", "1") == "0":
-        return False
-    if not triton.__version__.startswith(TESTED_TRITON):
-        return False
-    if device.type != "cuda" or KERNELS_INTERPRETED or torch.version.hip is not None:
+    """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
+    ``tma_strides`` those of q, k, v and grad_out), at least :data:`MIN_SEQ_LEN` keys per sequence (by head dim) and
+    :data:`MIN_SCORES` scores in all. A non-causal walk needs every key tile of a head resident at once: at
+    most one 128-key tile per multiprocessor this process may use (an MPS client's share,
+    ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
+    if not _hopper.enabled("backward") or not _hopper.layout_supported(
+        q_shape, k_shape, tma_strides, dtype, device, aligned
+    ):
         return False
     batch, heads, n, head_dim = q_shape
-    if head_dim not in HEAD_DIMS or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
-        return False
-    if n < MIN_SEQ_LEN or batch * heads * n * n < MIN_SCORES:
-        return False
-    if aligned is not True or cuda_capability(device) != (9, 0):
-        return False
-    if batch * heads * n * head_dim > MAX_INT32:  # the dQ workspace is indexed with 32-bit offsets
-        return False
-    if any(stride[-1] != 1 or any(s % 8 for s in stride[:-1]) for stride in tma_strides):  # 8 x 2 bytes
+    if n < MIN_SEQ_LEN[head_dim] or batch * heads * n * n < MIN_SCORES:
         return False
     index = torch.cuda.current_device() if device.index is None else device.index
     return causal or triton.cdiv(n, BLOCK_N.value) <= _usable_multiprocessors(index)
@@ -725,10 +690,10 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
 class HopperBackward:
     """``backward(grad_out, q, k, v, out, lse, dq, dk, dv)``: fills dq, dk, dv for one layout.
 
-    Arguments (constructor): the shapes ``(B, H, N, D)`` of q and ``(B, Hkv, N, D)`` of k (D in :data:`HEAD_DIMS`),
-    the strides of out and grad_out, the dtype (fp16 or bf16), device, mask and softmax
-    scale, for which :func:`hopper_backward_applies` holds. Call arguments: as ``triton_backward``'s
-    (q, k, v, grad_out with TMA-ready strides, lse contiguous float32 ``(B, H, N)``),
+    Arguments (constructor): the shapes ``(B, H, N, D)`` of q and ``(B, Hkv, N, D)`` of k
+    (D in :data:`flashattn2._hopper.HEAD_DIMS`), the strides of out and grad_out, the dtype (fp16 or bf16),
+    device, mask and softmax scale, for which :func:`hopper_backward_applies` holds. Call arguments: as
+    ``triton_backward``'s (q, k, v, grad_out with TMA-ready strides, lse contiguous float32 ``(B, H, N)``),
     and the outputs: dq contiguous, dk and dv contiguous.
     """
 

@@ -42,6 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
+from flashattn2 import _hopper
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -802,8 +803,10 @@ class BackwardPlan:
                 x.contiguous() if copy else x for x, copy in zip((q, k, v, out, grad_out), self.copy)
             )
         lse = lse.contiguous()
-        if self.hopper is not None and self._hopper_backward(grad_out, q, k, v, out, lse, dq, dk, dv):
-            return dq, dk, dv
+        if self.hopper is not None:
+            if _hopper.run_or_give_up("backward", self.hopper, grad_out, q, k, v, out, lse, dq, dk, dv):
+                return dq, dk, dv
+            self.hopper = None
         if self.one_launch:
             if self.launch_one is None:
                 tile = one_launch_tiles.choose(
@@ -823,21 +826,6 @@ class BackwardPlan:
         self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # also writes Delta, which dK/dV reads
         self.launch_dkdv(q, k, v, out, grad_out, lse, delta, dk, dv)
         return dq, dk, dv
-
-    def _hopper_backward(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> bool:
-        """Run :class:`~flashattn2._gluon_backward.HopperBackward`; ``False`` (and the Triton kernels
-        from now on) if its first call fails to compile or launch."""
-        try:
-            self.hopper(grad_out, q, k, v, out, lse, dq, dk, dv)
-        except Exception as error:  # Gluon is experimental: a failure to build it must not stop training
-            if self.hopper.launched or isinstance(error, torch.OutOfMemoryError):
-                raise
-            from flashattn2._gluon_backward import give_up_hopper_backward
-
-            give_up_hopper_backward(error)
-            self.hopper = None
-            return False
-        return True
 
     def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
         inputs = (self.head_dim, self.dtype, self.device)

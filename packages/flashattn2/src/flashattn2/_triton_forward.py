@@ -16,6 +16,10 @@ query tile sees in full run without any mask; the tiles crossing the diagonal
 (and the ragged last tile) run with masks; tiles above the diagonal are never
 visited. Programs are numbered so that the query tiles with the most work start
 first, which shortens the tail of the launch.
+
+On a Hopper GPU, fp16 and bf16 at head dim 64 or 128 run the warp-specialized
+kernel of :mod:`flashattn2._gluon_forward` instead (``hopper_forward_applies``
+says where).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
+from flashattn2 import _hopper
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -233,7 +238,9 @@ class ForwardPlan:
     them).
     """
 
-    def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale):
+    def __init__(
+        self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned=True
+    ):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
@@ -264,6 +271,11 @@ class ForwardPlan:
         self.empty = 0 in q_shape  # no output element: nothing to launch
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch = None
+        self.hopper = None
+        if not self.empty:
+            self.hopper = _hopper_forward_for(
+                q_shape, k_shape, (q_stride, k_stride, v_stride), dtype, device, causal, softmax_scale, aligned
+            )
 
     def compiled_launch(self, tile) -> CompiledLaunch:
         return CompiledLaunch(
@@ -290,6 +302,10 @@ class ForwardPlan:
             return o, lse
         if True in self.copy:
             q, k, v = (x.contiguous() if copy else x for x, copy in zip((q, k, v), self.copy))
+        if self.hopper is not None:
+            if _hopper.run_or_give_up("forward", self.hopper, q, k, v, o, lse):
+                return o, lse
+            self.hopper = None
         if self.launch is None:
             tile = forward_tiles.choose(
                 self.tile_key,
@@ -304,17 +320,32 @@ class ForwardPlan:
         return o, lse
 
 
+def _hopper_forward_for(q_shape, k_shape, tma_strides, dtype, device, causal, softmax_scale, aligned):
+    """The :class:`~flashattn2._gluon_forward.HopperForward` of a layout, or ``None`` where it does not
+    apply. Gluon is imported by the first CUDA layout, not with flashattn2."""
+    if device.type != "cuda":
+        return None
+    try:
+        from flashattn2 import _gluon_forward as hopper
+    except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernel everywhere
+        return None
+    if not hopper.hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
+        return None
+    return hopper.HopperForward(q_shape, k_shape, dtype, device, causal, softmax_scale)
+
+
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def forward_plan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned):
-    """The cached :class:`ForwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments)
-    is part of the key only: the compiled kernel a plan launches is specialized on it."""
-    return ForwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale)
+    """The cached :class:`ForwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments):
+    the compiled kernel a plan launches is specialized on it, and the Hopper kernel needs it."""
+    return ForwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned)
 
 
 def triton_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention forward with the Triton kernel.
+    """Attention forward with the Triton kernel (on Hopper GPUs, fp16 and bf16 at head dim 64 or 128: the
+    Gluon kernel of :mod:`flashattn2._gluon_forward`).
 
     Arguments:
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)`` with ``H % Hkv == 0``; any

@@ -1,0 +1,73 @@
+"""What the Gluon kernels for Hopper GPUs share: where they can run, and how a failed first call turns one off.
+
+The kernels (:mod:`flashattn2._gluon_forward`, :mod:`flashattn2._gluon_backward`) are
+written in Gluon (``triton.experimental.gluon``), an experimental Triton API that
+changes between releases, so they run only with the release they were measured with.
+This module imports no Gluon: the launch plans ask it first, and import a kernel's
+module only for a layout it can run.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+import triton
+
+from flashattn2._inputs import cuda_capability
+from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
+
+# The Triton release the kernels were written and measured with.
+TESTED_TRITON = "3.6."
+HEAD_DIMS = (64, 128)  # the head dimensions the kernels are laid out for
+SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
+
+# A kernel whose first call failed is not tried again in this process.
+_failures: dict[str, list[Exception]] = {kind: [] for kind in SWITCHES}
+
+
+def enabled(kind: str) -> bool:
+    """Whether the ``kind`` kernel ("forward" or "backward") may run: not switched off by its environment
+    variable (``FLASHATTN2_HOPPER_FORWARD=0``, ``FLASHATTN2_HOPPER_BACKWARD=0``) and not given up."""
+    return not _failures[kind] and os.environ.get(SWITCHES[kind], "1") != "0"
+
+
+def layout_supported(q_shape, k_shape, tma_strides, dtype, device, aligned) -> bool:
+    """The conditions both kernels need: a Hopper GPU (compute capability 9.0) with :data:`TESTED_TRITON`,
+    fp16 or bf16, a head dim in :data:`HEAD_DIMS`, as many keys as queries, every pointer 16-byte aligned
+    (``aligned is True``), ``tma_strides`` (those of the tensors read by TMA) with unit last stride and
+    16-byte others, and 32-bit offsets for ``B * H * N * D``."""
+    if not triton.__version__.startswith(TESTED_TRITON):
+        return False
+    if device.type != "cuda" or KERNELS_INTERPRETED or torch.version.hip is not None:
+        return False
+    batch, heads, n, head_dim = q_shape
+    if head_dim not in HEAD_DIMS or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
+        return False
+    if aligned is not True or cuda_capability(device) != (9, 0):
+        return False
+    if batch * heads * n * head_dim > MAX_INT32:
+        return False
+    return all(stride[-1] == 1 and all(s % 8 == 0 for s in stride[:-1]) for stride in tma_strides)  # 8 x 2 bytes
+
+
+def run_or_give_up(kind: str, launcher, *args) -> bool:
+    """Call ``launcher(*args)``; ``False`` if its first call failed to compile or launch, after which the
+    ``kind`` kernel is off for this process (with one warning) and the caller runs the Triton kernels.
+    A failure once ``launcher.launched`` is set, or running out of memory, is raised."""
+    try:
+        launcher(*args)
+    except Exception as error:  # Gluon is experimental: a failure to build a kernel must not stop training
+        if launcher.launched or isinstance(error, torch.OutOfMemoryError):
+            raise
+        if not _failures[kind]:
+            warnings.warn(
+                f"flashattn2: the Hopper {kind} kernel failed ({type(error).__name__}: {error}); using the Triton "
+                f"kernels for the rest of this process ({SWITCHES[kind]}=0 skips the attempt)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        _failures[kind].append(error)
+        return False
+    return True
