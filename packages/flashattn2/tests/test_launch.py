@@ -337,3 +337,20 @@ def test_a_hopper_forward_that_fails_on_its_first_call_falls_back_to_the_triton_
     with pytest.raises(RuntimeError, match="PassManager"):
         plan(q, k, v)
     forward.forward_plan.cache_clear()
+
+
+def test_the_hopper_backward_gives_causal_grouped_heads_one_program_per_query_head(on_a_hopper_gpu):
+    from flashattn2._gluon_backward import HopperBackward
+
+    q_shape, k_shape = (2, 32, 4096, 128), (2, 8, 4096, 128)
+    strides = contiguous_strides(q_shape)
+
+    def backward(k_shape, causal):
+        return HopperBackward(q_shape, k_shape, strides, strides, torch.bfloat16, torch.device("cpu"), causal, 0.1)
+
+    key_tiles = 4096 // 128
+    causal = backward(k_shape, True)
+    assert causal.per_query_head and causal.grid == (key_tiles * 2 * 32,)
+    full = backward(k_shape, False)  # non-causal walks are equally long: one program per k/v head
+    assert not full.per_query_head and full.grid == (key_tiles * 2 * 8,)
+    assert not backward(q_shape, True).per_query_head
