@@ -9,6 +9,7 @@ module only for a layout it can run.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 
@@ -25,6 +26,18 @@ SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPP
 
 # A kernel whose first call failed is not tried again in this process.
 _failures: dict[str, list[Exception]] = {kind: [] for kind in SWITCHES}
+
+
+def gluon_module(kind: str, device: torch.device):
+    """The module of the ``kind`` kernel (:mod:`flashattn2._gluon_forward` or ``_gluon_backward``) for a
+    layout on ``device``; ``None`` off CUDA devices and with a Triton without Gluon (before 3.5). Imported
+    by the first CUDA layout, not with flashattn2 (Gluon takes 60 ms to import)."""
+    if device.type != "cuda":
+        return None
+    try:
+        return importlib.import_module(f"flashattn2._gluon_{kind}")
+    except ImportError:
+        return None
 
 
 def enabled(kind: str) -> bool:

@@ -755,10 +755,11 @@ class BackwardPlan:
         self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
         self.launch_dq = self.launch_dkdv = self.launch_one = None
         tma_strides = (q_stride, k_stride, v_stride, grad_stride)
-        self.hopper = None
-        if not self.empty:
-            self.hopper = _hopper_backward_for(
-                q_shape, k_shape, tma_strides, out_stride, dtype, device, causal, softmax_scale, aligned
+        self.hopper = None  # the Gluon kernel where it applies
+        hopper = None if self.empty else _hopper.gluon_module("backward", device)
+        if hopper and hopper.hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
+            self.hopper = hopper.HopperBackward(
+                q_shape, k_shape, out_stride, grad_stride, dtype, device, causal, softmax_scale
             )
 
     def _constexprs(self, tile) -> dict:
@@ -843,21 +844,6 @@ class BackwardPlan:
             self.compiled_dkdv(tile)(q, k, v, out, grad_out, lse, delta, dk, dv)
 
         self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
-
-
-def _hopper_backward_for(q_shape, k_shape, tma_strides, out_stride, dtype, device, causal, softmax_scale, aligned):
-    """The :class:`~flashattn2._gluon_backward.HopperBackward` of a layout, or ``None`` where it does not
-    apply. Gluon is imported by the first CUDA layout, not with flashattn2 (60 ms of import time)."""
-    if device.type != "cuda":
-        return None
-    try:
-        from flashattn2 import _gluon_backward as hopper
-    except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernels everywhere
-        return None
-    if not hopper.hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
-        return None
-    grad_stride = tma_strides[-1]
-    return hopper.HopperBackward(q_shape, k_shape, out_stride, grad_stride, dtype, device, causal, softmax_scale)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)

@@ -271,11 +271,11 @@ class ForwardPlan:
         self.empty = 0 in q_shape  # no output element: nothing to launch
         self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch = None
-        self.hopper = None
-        if not self.empty:
-            self.hopper = _hopper_forward_for(
-                q_shape, k_shape, (q_stride, k_stride, v_stride), dtype, device, causal, softmax_scale, aligned
-            )
+        self.hopper = None  # the Gluon kernel where it applies
+        hopper = None if self.empty else _hopper.gluon_module("forward", device)
+        tma_strides = (q_stride, k_stride, v_stride)
+        if hopper and hopper.hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
+            self.hopper = hopper.HopperForward(q_shape, k_shape, dtype, device, causal, softmax_scale)
 
     def compiled_launch(self, tile) -> CompiledLaunch:
         return CompiledLaunch(
@@ -318,20 +318,6 @@ class ForwardPlan:
             self.launch = self.compiled_launch(tile)
         self.launch(q, k, v, o, lse)
         return o, lse
-
-
-def _hopper_forward_for(q_shape, k_shape, tma_strides, dtype, device, causal, softmax_scale, aligned):
-    """The :class:`~flashattn2._gluon_forward.HopperForward` of a layout, or ``None`` where it does not
-    apply. Gluon is imported by the first CUDA layout, not with flashattn2."""
-    if device.type != "cuda":
-        return None
-    try:
-        from flashattn2 import _gluon_forward as hopper
-    except ImportError:  # a Triton without Gluon (before 3.5): the Triton kernel everywhere
-        return None
-    if not hopper.hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
-        return None
-    return hopper.HopperForward(q_shape, k_shape, dtype, device, causal, softmax_scale)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
