@@ -7,14 +7,13 @@ Run on the GPU machine with::
 (``-n 4``, pytest-xdist: the kernels of each (dtype, head dim, causal) compile in parallel.)
 """
 
-import math
-
 import pytest
 import torch
 
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
 from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2._inputs import check_attention_inputs
 from flashattn2._launch import alignments
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
@@ -28,7 +27,7 @@ def _inputs(q_shape, kv_shape, dtype):
 
 def _backward_path(q, k, v, causal) -> str:
     """Which kernels the backward of ``flash_attention(q, k, v, causal=causal)`` runs (contiguous O and dO)."""
-    plan = backward.plan_for(q, q, k, v, q, causal, 1.0 / math.sqrt(q.shape[-1]))  # the default scale, to the bit
+    plan = backward.plan_for(q, q, k, v, q, causal, check_attention_inputs(q, k, v))  # the default scale
     if plan.hopper is not None:
         return "hopper"
     return "one launch" if plan.one_launch else "two kernels"
@@ -140,7 +139,7 @@ def test_hopper_backward_matches_float64_reference_at_16k(hopper_at_small_shapes
 def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape):
     # Odd lengths (a ragged last query and key tile), grouped-query heads; the Hopper forward and backward.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
-    scale = 1.0 / math.sqrt(q.shape[-1])  # the default scale, to the bit
+    scale = check_attention_inputs(q, k, v)  # the default scale
     plan = backward.plan_for(q, q, k, v, q, causal, scale)
     forward_plan = forward.forward_plan(
         q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, scale, alignments(q, k, v)

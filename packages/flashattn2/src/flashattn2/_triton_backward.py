@@ -699,8 +699,9 @@ ONE_LAUNCH_MAX_SCORES = 4 * 1024 * 1024
 class BackwardPlan:
     """The backward for one layout: ``plan(grad_out, q, k, v, out, lse) -> (dq, dk, dv)``.
 
-    See :func:`triton_backward`. Built from the layout alone; the tiles are chosen on the first call, which sees
-    the tensors (autotuning times them).
+    See :func:`triton_backward`. Built from the layout alone (with ``aligned``, the inputs' pointer alignments:
+    the compiled kernels are specialized on them, and the Hopper kernel needs them); the tiles are chosen on the
+    first call, which sees the tensors (autotuning times them).
     """
 
     def __init__(
@@ -716,7 +717,7 @@ class BackwardPlan:
         device,
         causal,
         softmax_scale,
-        aligned=True,
+        aligned,
     ):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
@@ -846,37 +847,8 @@ class BackwardPlan:
         self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
 
 
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
-def backward_plan(
-    q_shape,
-    q_stride,
-    k_shape,
-    k_stride,
-    v_stride,
-    out_stride,
-    grad_stride,
-    dtype,
-    device,
-    causal,
-    softmax_scale,
-    aligned,
-):
-    """The cached :class:`BackwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments):
-    the compiled kernels a plan launches are specialized on it, and the Hopper kernel needs it."""
-    return BackwardPlan(
-        q_shape,
-        q_stride,
-        k_shape,
-        k_stride,
-        v_stride,
-        out_stride,
-        grad_stride,
-        dtype,
-        device,
-        causal,
-        softmax_scale,
-        aligned,
-    )
+# The plan of each layout, built on its first call: backward_plan(*BackwardPlan's arguments).
+backward_plan = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(BackwardPlan)
 
 
 def triton_backward(

@@ -233,14 +233,13 @@ forward_tiles = TileChooser()
 class ForwardPlan:
     """The forward for one input layout: ``plan(q, k, v) -> (O, L)``; see :func:`triton_forward`.
 
-    Built from the layout alone (shapes, strides, dtype, device, mask, scale); the
-    tile is chosen on the first call, which sees the tensors (autotuning times
-    them).
+    Built from the layout alone (shapes, strides, dtype, device, mask, scale, and
+    ``aligned``, the inputs' pointer alignments: the compiled kernel is specialized
+    on them, and the Hopper kernel needs them); the tile is chosen on the first
+    call, which sees the tensors (autotuning times them).
     """
 
-    def __init__(
-        self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned=True
-    ):
+    def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
@@ -320,11 +319,8 @@ class ForwardPlan:
         return o, lse
 
 
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
-def forward_plan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned):
-    """The cached :class:`ForwardPlan` of a layout. ``aligned`` (the inputs' pointer alignments):
-    the compiled kernel a plan launches is specialized on it, and the Hopper kernel needs it."""
-    return ForwardPlan(q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned)
+# The plan of each layout, built on its first call: forward_plan(*ForwardPlan's arguments).
+forward_plan = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(ForwardPlan)
 
 
 def triton_forward(
