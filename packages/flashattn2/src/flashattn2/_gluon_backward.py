@@ -20,15 +20,16 @@ workspaces that ``_group_sum_kernel`` adds up in head order.
 dQ stays deterministic: the writers add to query tile ``j`` in a fixed key-tile
 order (the order in which the walk reaches it: from the diagonal's key tile
 down), behind a counter per (batch, head, query tile) that each writer waits on
-(acquire) and increments once its add has completed (release). Programs take
-their key tile from a ticket counter in descending key order, so every program
-a causal one waits on started before it; the non-causal walk (each program
-starts at its own diagonal and wraps around) needs all key tiles of a head
-resident at once, hence :func:`hopper_backward_applies`'s bound on the
-sequence length.
+(acquire) and increments once its add has completed (release); the first key
+tile in the order stores instead of adding, so the workspace needs no zeroing.
+Programs take their key tile from a ticket counter in descending key order, so
+every program a causal one waits on started before it; the non-causal walk
+(each program starts at its own diagonal and wraps around) needs all key tiles
+of a head resident at once, hence :func:`hopper_backward_applies`'s bound on
+the sequence length.
 
 Layers: the Gluon partitions and kernel; Triton kernels around it
-(``_prologue_kernel``: Delta, zeroed workspace and counters;
+(``_prologue_kernel``: Delta and zeroed counters;
 ``_epilogue_kernel``: the workspace in the gradient's dtype;
 ``_group_sum_kernel``: dK and dV of grouped heads); the launcher
 :class:`HopperBackward`. Kernel design after FlashAttention-3's backward
@@ -210,7 +211,8 @@ def _dq_writer(
     WRITER: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
-    """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile."""
+    """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile (the
+    first in the order stores)."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     steps = _steps(n, q_tiles, key_tiles, CAUSAL)
     it = 0
@@ -223,7 +225,7 @@ def _dq_writer(
                     buf = WRITER  # each writer owns one of the two dQ buffers
                     mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
                     # The key tiles that visit tile j before this one (one every RATIO steps
-                    # of the walk) have each counted one completed add.
+                    # of the walk) have each counted one completed write.
                     counter = counters + (b * heads + hq) * q_tiles + j
                     turn = s // RATIO
                     done = gl.atomic_add(counter, 0, sem="acquire", scope="gpu")
@@ -232,12 +234,13 @@ def _dq_writer(
                     _ptx("fence.proxy.async.global;")  # the earlier adds, seen by this warp, reach the TMA unit
                     fence_async_shared()  # the consumers' dQ stores, seen through dq_full, reach the TMA unit
                     for h in gl.static_range(2):
-                        _tma_reduce_add(
-                            dq_desc,
-                            [b, hq, j * BLOCK_M, h * (HEAD_DIM // 2)],
-                            dq_smem.index(2 * buf + h).reshape([1, 1, BLOCK_M, HEAD_DIM // 2]),
-                        )
-                    _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the add has completed
+                        coord = [b, hq, j * BLOCK_M, h * (HEAD_DIM // 2)]
+                        src = dq_smem.index(2 * buf + h).reshape([1, 1, BLOCK_M, HEAD_DIM // 2])
+                        if turn == 0:
+                            tma.async_copy_shared_to_global(dq_desc, coord, src)
+                        else:
+                            _tma_reduce_add(dq_desc, coord, src)
+                    _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the write has completed
                     gl.atomic_add(counter, 1, sem="release", scope="gpu")
                     mbarrier.arrive(dq_empty.index(buf))
                 it += 1
@@ -623,7 +626,6 @@ def _prologue_kernel(
     out,
     grad_out,
     delta,
-    dq_acc,
     counters,
     stride_ob,
     stride_oh,
@@ -636,8 +638,8 @@ def _prologue_kernel(
     q_tiles,
     HEAD_DIM: tl.constexpr,
 ):
-    """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows; their rows of the
-    dQ workspace and the tile's counter zeroed (and by the first program the ticket, ``counters[-1]``)."""
+    """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows, and the tile's counter
+    zeroed (and by the first program the ticket, ``counters[-1]``)."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // heads, bh % heads
     rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -646,8 +648,6 @@ def _prologue_kernel(
     o = tl.load(out + b * stride_ob + h * stride_oh + rows[:, None] * stride_on + cols[None, :], mask=ok[:, None])
     do = tl.load(grad_out + b * stride_gb + h * stride_gh + rows[:, None] * stride_gn + cols[None, :], mask=ok[:, None])
     tl.store(delta + bh * n_ctx + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=ok)
-    acc_rows = dq_acc + (bh * n_ctx + rows[:, None]) * HEAD_DIM + cols[None, :]
-    tl.store(acc_rows, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), mask=ok[:, None])
     tl.store(counters + bh * q_tiles + tile, 0)
     if tile + bh == 0:
         tl.store(counters + tl.num_programs(0) * tl.num_programs(1), 0)  # the ticket
@@ -798,7 +798,7 @@ class HopperBackward:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
-        self.prologue(out, grad_out, delta, dq_acc, counters)
+        self.prologue(out, grad_out, delta, counters)
         m, n, d, lay = BLOCK_M.value, BLOCK_N.value, self.head_dim, self.layouts
         half = d // 2
         if self.per_query_head:
