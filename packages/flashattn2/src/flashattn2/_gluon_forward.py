@@ -12,7 +12,8 @@ Nothing keeps the two warpgroups in step (they meet only on the ring's slots), s
 one's softmax runs while the other's products use the tensor cores: the effect of
 FlashAttention-3's ping-pong scheduling (Shah et al. 2024, arXiv:2407.08608) without
 its ordering barriers. Causal programs start with the query tiles that see the most
-keys. Where it runs: :func:`hopper_forward_applies`.
+keys, over a few (batch, head) pairs at a time. Where it runs:
+:func:`hopper_forward_applies`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ BLOCK_N = gl.constexpr(128)  # keys per K/V tile
 STAGES = gl.constexpr(2)  # slots of the K/V ring
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
 LN_2 = gl.constexpr(0.6931471805599453)  # L is stored in natural-log units
-MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension: the (batch, head) pairs
+# (batch, head) pairs whose causal query tiles are interleaved, heaviest first: one pair at a time starts its
+# heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
+# 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
+CAUSAL_HEAD_GROUP = 4
 
 
 @gluon.jit
@@ -184,14 +188,26 @@ def _hopper_forward_kernel(
     heads,
     group,
     n_ctx,
+    head_group,
     qk_scale_log2,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
-    # Causal: the query tiles with the most keys first.
-    m_tile = gl.cdiv(n_ctx, 2 * BLOCK_M) - 1 - gl.program_id(0) if CAUSAL else gl.program_id(0)
-    bh = gl.program_id(1)
+    # Programs start in the order of their ids (the hardware's dispatch order). Causal: the query tiles with
+    # the most keys first, across head_group pairs at a time, so that the launch ends on the lightest ones.
+    q_tiles = gl.cdiv(n_ctx, 2 * BLOCK_M)
+    pid = gl.program_id(0)
+    if CAUSAL:
+        pairs = gl.num_programs(0) // q_tiles
+        first = pid // (head_group * q_tiles) * head_group
+        size = gl.minimum(pairs - first, head_group)
+        rest = pid - first * q_tiles
+        m_tile = q_tiles - 1 - rest // size
+        bh = first + rest % size
+    else:
+        m_tile = pid % q_tiles
+        bh = pid // q_tiles
     b = bh // heads
     h = bh % heads
     hk = h // group
@@ -302,14 +318,14 @@ MIN_SEQ_LEN = {(64, True): 16384, (128, True): 1024, (128, False): 1024}
 def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperForward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k and v), a (head dim, mask) in :data:`MIN_SEQ_LEN` with at least that many
-    keys per sequence, and at most 65535 (batch, head) pairs. ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
+    keys per sequence. ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
     if not _hopper.enabled("forward") or not _hopper.layout_supported(
         q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
-    batch, heads, n, head_dim = q_shape
+    n, head_dim = q_shape[2:]
     min_seq_len = MIN_SEQ_LEN.get((head_dim, causal))
-    return min_seq_len is not None and n >= min_seq_len and batch * heads <= MAX_GRID_Y
+    return min_seq_len is not None and n >= min_seq_len
 
 
 class HopperForward:
@@ -324,8 +340,8 @@ class HopperForward:
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
         self.head_dim, self.causal, self.negative_scale = head_dim, causal, softmax_scale < 0
-        self.grid = (triton.cdiv(n, 2 * BLOCK_M.value), batch * heads)
-        self.scalars = (heads, heads // k_shape[1], n, softmax_scale * LOG2_E)
+        self.grid = (triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads,)
+        self.scalars = (heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E)
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.q_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element)
         self.kv_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element)
