@@ -133,7 +133,7 @@ def test_hopper_backward_matches_float64_reference_at_16k(hopper_at_small_shapes
         (torch.bfloat16, True, (2, 4, 1000, 128), (2, 2, 1000, 128)),
         (torch.bfloat16, False, (1, 3, 2100, 128), (1, 1, 2100, 128)),
         (torch.float16, True, (1, 2, 1000, 128), (1, 2, 1000, 128)),
-        # more (batch, head) pairs than the causal kernels interleave at once, and not a multiple of that
+        # more (batch, head) pairs than the causal Hopper forward interleaves at once, and not a multiple of that
         (torch.bfloat16, True, (2, 5, 1000, 64), (2, 5, 1000, 64)),
         (torch.bfloat16, True, (3, 4, 1000, 128), (3, 2, 1000, 128)),
     ],

@@ -312,7 +312,7 @@ def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monk
     assert not applies(shape=(1, 16, 16384, 256))
     assert not applies(dtype=torch.float32)
     assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
-    assert not applies(shape=(1, 65536, 4096, 128))  # more (batch, head) pairs than a grid has rows
+    assert not applies(shape=(1, 65536, 4096, 128))  # B * H * N * D past 32-bit offsets
     assert not applies(strides=((16384 * 16 * 65, 65, 16 * 65, 1),) * 3)
     monkeypatch.setenv("FLASHATTN2_HOPPER_FORWARD", "0")
     assert not applies()
