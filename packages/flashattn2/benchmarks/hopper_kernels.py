@@ -27,6 +27,7 @@ import flashattn2._gluon_backward as hopper_backward
 import flashattn2._gluon_forward as hopper_forward
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
+from flashattn2._hopper import SWITCHES
 
 SHAPES = {
     "backward": [
@@ -70,8 +71,7 @@ SHAPES = {
         ((1, 16, 16384, 128), True),
     ],
 }
-SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
-WAYS = {"hopper": "1", "triton": "0"}  # FLASHATTN2_HOPPER_BACKWARD
+WAYS = {"hopper": "1", "triton": "0"}  # the value of the kernel's switch (FLASHATTN2_HOPPER_FORWARD or _BACKWARD)
 
 
 def kernel_ms(kernel: str, shape, causal: bool, rounds: int = 3) -> dict:
