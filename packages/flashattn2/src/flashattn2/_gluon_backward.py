@@ -6,10 +6,11 @@ warpgroup products with explicit waits, TMA, mbarriers and warp specialization.
 One program per 128-key tile of a (batch, k/v head) runs four partitions:
 
 - a loader warp brings K and V once, then Q, dO, L and Delta of each query
-  tile by TMA into a two-slot ring;
-- two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV, dK
-  and their half of the head dimension of ``dQ = dS K`` (the fifth product),
-  and hand each dQ tile to shared memory;
+  tile (128 rows at head dim 64, 64 at 128) by TMA into a two-slot ring;
+- two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV and
+  dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
+  product): 64 query rows each of a 128-row tile, or half of the head
+  dimension of a 64-row one; each hands its dQ piece to shared memory;
 - two dQ writer warps, taking alternate query tiles, add the dQ tiles to an
   fp32 workspace with TMA bulk reduce-adds.
 
@@ -65,8 +66,9 @@ from flashattn2._configs import Tile
 from flashattn2._launch import CompiledLaunch
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
 
-BLOCK_M = gl.constexpr(64)  # query rows per step
+SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup product's M)
 BLOCK_N = gl.constexpr(128)  # keys per program: two consumer warpgroups of 64
+DQ_COLS = gl.constexpr(64)  # dQ columns per consumer warpgroup and step: all of 64, half of 128
 STAGES = gl.constexpr(2)  # slots of the Q/dO/L/Delta ring, and dS buffers
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
 
@@ -87,10 +89,32 @@ def _ptx(ASM: gl.constexpr):
 
 
 @gluon.constexpr_function
-def _halves_copied(head_dim):
-    """Whether the consumers read K's column halves from a second copy: a half row narrower than the 128-byte
-    swizzle of K's tile (head dim 64) is not a tile of its own in K's shared-memory layout."""
-    return head_dim // 2 * 2 < 128
+def block_m(head_dim):
+    """Query rows per step: 128 at head dim 64 (226 KB of shared memory, of the 227 KB an H100 block may
+    have); at 128, K, V and the dQ buffers double and 64 rows fit."""
+    return 128 if head_dim == 64 else 64
+
+
+@gluon.constexpr_function
+def _dq_row(warpgroup, head_dim):
+    """The first row of consumer ``warpgroup``'s SUB_M x DQ_COLS piece of a dQ tile: a row half of a 128-row
+    tile, or (with :func:`_dq_col`) a column half of a 64-row one."""
+    return warpgroup * SUB_M if block_m(head_dim) == 2 * SUB_M else 0
+
+
+@gluon.constexpr_function
+def _dq_col(warpgroup, head_dim):
+    """The first column of consumer ``warpgroup``'s piece of a dQ tile (see :func:`_dq_row`)."""
+    return 0 if block_m(head_dim) == 2 * SUB_M else warpgroup * DQ_COLS
+
+
+@gluon.jit
+def _part(smem, h, count: gl.constexpr, dim: gl.constexpr):
+    """``smem``'s part ``h`` of ``count`` elements along ``dim``: ``smem`` itself where that is all of it."""
+    if smem.shape[dim] == count:
+        return smem
+    else:
+        return smem.slice(h * count, count, dim=dim)
 
 
 @gluon.jit
@@ -100,7 +124,7 @@ def _lse2(lse_smem, queries, n_ctx, layout: gl.constexpr):
 
 
 @gluon.jit
-def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr):
+def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
     """The query tile key tile ``n`` visits at ``step``: from its diagonal up (causal) or around (full)."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     if CAUSAL:
@@ -110,7 +134,7 @@ def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr):
+def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
     """How many query tiles key tile ``n`` visits (per query head)."""
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     if CAUSAL:
@@ -125,14 +149,12 @@ def _loader(
     k_desc,
     v_desc,
     do_desc,
-    kh_desc,
     lse_desc,
     delta_desc,
     q_smem,
     do_smem,
     k_smem,
     v_smem,
-    kh_smem,
     ld_smem,
     kv_bar,
     q_ready,
@@ -149,27 +171,17 @@ def _loader(
     CAUSAL: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
-    """K, V (and K's two column halves where they are copied) once; then Q, dO, L, Delta of each visited query
-    tile into the ring."""
-    if _halves_copied(HEAD_DIM):
-        mbarrier.expect(kv_bar, 3 * BLOCK_N * HEAD_DIM * 2)  # K, V and K again in halves, 2 bytes per element
-        for h in gl.static_range(2):
-            tma.async_copy_global_to_shared(
-                kh_desc,
-                [b, hk, n * BLOCK_N, h * (HEAD_DIM // 2)],
-                kv_bar,
-                kh_smem.index(h).reshape([1, 1, BLOCK_N, HEAD_DIM // 2]),
-            )
-    else:
-        mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
+    """K and V once; then Q, dO, L, Delta of each visited query tile into the ring."""
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
     tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
     it = 0
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL)
+            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
             if j < q_tiles:
                 slot = it % STAGES
                 mbarrier.wait(q_empty.index(slot), ((it // STAGES) & 1) ^ 1)
@@ -213,13 +225,14 @@ def _dq_writer(
 ):
     """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile (the
     first in the order stores)."""
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
     it = 0
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL)
+            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
             if j < q_tiles:
                 if it % 2 == WRITER:
                     buf = WRITER  # each writer owns one of the two dQ buffers
@@ -233,9 +246,9 @@ def _dq_writer(
                         done = gl.atomic_add(counter, 0, sem="acquire", scope="gpu")
                     _ptx("fence.proxy.async.global;")  # the earlier adds, seen by this warp, reach the TMA unit
                     fence_async_shared()  # the consumers' dQ stores, seen through dq_full, reach the TMA unit
-                    for h in gl.static_range(2):
-                        coord = [b, hq, j * BLOCK_M, h * (HEAD_DIM // 2)]
-                        src = dq_smem.index(2 * buf + h).reshape([1, 1, BLOCK_M, HEAD_DIM // 2])
+                    for w in gl.static_range(2):  # the two consumer warpgroups' pieces
+                        coord = [b, hq, j * BLOCK_M + _dq_row(w, HEAD_DIM), _dq_col(w, HEAD_DIM)]
+                        src = dq_smem.index(2 * buf + w).reshape([1, 1, SUB_M, DQ_COLS])
                         if turn == 0:
                             tma.async_copy_shared_to_global(dq_desc, coord, src)
                         else:
@@ -252,7 +265,6 @@ def _consumer(
     do_smem,
     k_smem,
     v_smem,
-    kh_smem,
     ds_smem,
     dq_smem,
     ld_smem,
@@ -282,21 +294,21 @@ def _consumer(
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
-    """Keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` for dK, dV; dQ columns ``[WARPGROUP * D / 2, +D / 2)``."""
+    """Keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col``."""
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
-    HALF: gl.constexpr = HEAD_DIM // 2
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB_M, 16]
     )
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
     )
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
     )
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
-    # L and Delta of a query tile read from shared memory where they are used (after the products they wait
+    # L and Delta of SUB_M queries read from shared memory where they are used (after the products they wait
     # for) rather than before: at head dim 128 they would otherwise hold 32 registers across S^T and dP^T and
     # spill; at 64, reading them early keeps the shared-memory latency off the critical path.
     LATE_ROW_LOADS: gl.constexpr = HEAD_DIM > 64
@@ -305,58 +317,61 @@ def _consumer(
 
     k_mine = k_smem.slice(WARPGROUP * KEYS, KEYS)
     v_mine = v_smem.slice(WARPGROUP * KEYS, KEYS)
-    k_half = kh_smem.index(WARPGROUP) if _halves_copied(HEAD_DIM) else k_smem.slice(WARPGROUP * HALF, HALF, dim=1)
-    zero_st = gl.zeros([KEYS, BLOCK_M], gl.float32, st_layout)
-    zero_dq = gl.zeros([BLOCK_M, HALF], gl.float32, dq_layout)
+    k_dq = _part(k_smem, _dq_col(WARPGROUP, HEAD_DIM) // DQ_COLS, DQ_COLS, 1)  # B of this piece's dQ
+    zero_st = gl.zeros([KEYS, SUB_M], gl.float32, st_layout)
+    zero_dq = gl.zeros([SUB_M, DQ_COLS], gl.float32, dq_layout)
     dk = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
     dv = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
-    offs_col = gl.arange(0, BLOCK_M, layout=col_layout)
+    offs_col = gl.arange(0, SUB_M, layout=col_layout)
     keys = n * BLOCK_N + WARPGROUP * KEYS + gl.arange(0, KEYS, layout=row_layout)
     key_ok = keys < n_ctx
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
     mbarrier.wait(kv_bar, 0)
     it = 0
     for _head in range(n_heads):  # the query heads this program walks
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL)
+            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
             if j < q_tiles:
                 slot = it % STAGES
                 mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
-                q_t = q_smem.index(slot)
-                do_t = do_smem.index(slot)
-                queries = j * BLOCK_M + offs_col
-                if not LATE_ROW_LOADS:
-                    lse2 = _lse2(ld_smem.index(2 * slot), queries, n_ctx, col_layout)
-                    delta = ld_smem.index(2 * slot + 1).load(col_layout)
-                # S^T and dP^T (keys x queries), issued back to back
-                st = warpgroup_mma(k_mine, q_t.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                dpt = warpgroup_mma(v_mine, do_t.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-                if LATE_ROW_LOADS:
-                    lse2 = _lse2(ld_smem.index(2 * slot), queries, n_ctx, col_layout)
-                pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
-                # Masked after the exponent: a score of -inf times a negative scale would be +inf.
-                if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
-                    if s < RATIO:  # the diagonal's query tiles
-                        pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
-                if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
-                    pt = gl.where(key_ok[:, None], pt, 0.0)
-                pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
-                dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
-                if LATE_ROW_LOADS:
-                    delta = ld_smem.index(2 * slot + 1).load(col_layout)
-                dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
-                mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
-                ds_t = ds_smem.index(slot)
-                ds_mine = ds_t.slice(WARPGROUP * KEYS, KEYS)
-                ds_mine.store(dst)
-                fence_async_shared()
-                dv = warpgroup_mma(pt_a, do_t, dv, is_async=True)
-                dk = warpgroup_mma(ds_mine, q_t, dk, is_async=True)
+                for h in gl.static_range(BLOCK_M // SUB_M):  # the tile's SUB_M-query parts
+                    q_h = _part(q_smem.index(slot), h, SUB_M, 0)
+                    do_h = _part(do_smem.index(slot), h, SUB_M, 0)
+                    queries = j * BLOCK_M + h * SUB_M + offs_col
+                    if not LATE_ROW_LOADS:
+                        lse2 = _lse2(_part(ld_smem.index(2 * slot), h, SUB_M, 0), queries, n_ctx, col_layout)
+                        delta = _part(ld_smem.index(2 * slot + 1), h, SUB_M, 0).load(col_layout)
+                    # S^T and dP^T (keys x queries), issued back to back
+                    st = warpgroup_mma(k_mine, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+                    dpt = warpgroup_mma(v_mine, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+                    st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+                    if LATE_ROW_LOADS:
+                        lse2 = _lse2(_part(ld_smem.index(2 * slot), h, SUB_M, 0), queries, n_ctx, col_layout)
+                    pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
+                    # Masked after the exponent: a score of -inf times a negative scale would be +inf.
+                    if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
+                        if s < RATIO:  # the diagonal's query tiles
+                            pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
+                    if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
+                        pt = gl.where(key_ok[:, None], pt, 0.0)
+                    pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
+                    dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+                    if LATE_ROW_LOADS:
+                        delta = _part(ld_smem.index(2 * slot + 1), h, SUB_M, 0).load(col_layout)
+                    dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
+                    if h == 0:
+                        mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
+                    ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
+                    ds_h.store(dst)
+                    fence_async_shared()
+                    dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
+                    dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
                 # dQ needs both warpgroups' dS: meet on the dS buffer
                 mbarrier.arrive(ds_ready.index(slot))
                 mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
-                dq = warpgroup_mma(ds_t.permute((1, 0)), k_half, zero_dq, use_acc=False, is_async=True)
+                ds_t = ds_smem.index(slot)
+                ds_dq = _part(ds_t, _dq_row(WARPGROUP, HEAD_DIM) // SUB_M, SUB_M, 1).permute((1, 0))  # its dS
+                dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
                 dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
                 mbarrier.arrive(ds_free.index(slot))
                 mbarrier.arrive(q_empty.index(slot))
@@ -382,7 +397,6 @@ def _hopper_backward_kernel(
     k_desc,
     v_desc,
     do_desc,
-    kh_desc,
     dq_desc,
     lse_desc,
     delta_desc,
@@ -421,26 +435,21 @@ def _hopper_backward_kernel(
         h0 = hk * group
         n_heads = group
         dkv_head = hk
-    HALF: gl.constexpr = HEAD_DIM // 2
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
 
     dtype: gl.constexpr = q_desc.dtype
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_layout)
-    if _halves_copied(HEAD_DIM):
-        kh_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HALF], dtype)
-        kh_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HALF], kh_layout)
-    else:
-        kh_smem = k_smem  # not used: the consumers read K's column halves in place
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     ds_smem = gl.allocate_shared_memory(
         dtype, [STAGES, BLOCK_N, BLOCK_M], gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     )
-    # two buffers x two column halves; the 128-byte swizzle of dq_desc's blocks
+    # two buffers x the two consumer warpgroups' pieces; the 128-byte swizzle of dq_desc's blocks
     dq_smem = gl.allocate_shared_memory(
-        gl.float32, [4, BLOCK_M, HALF], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+        gl.float32, [4, SUB_M, DQ_COLS], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     )
     ld_smem = gl.allocate_shared_memory(
         gl.float32, [2 * STAGES, BLOCK_M], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
@@ -472,7 +481,6 @@ def _hopper_backward_kernel(
                     do_smem,
                     k_smem,
                     v_smem,
-                    kh_smem,
                     ds_smem,
                     dq_smem,
                     ld_smem,
@@ -510,7 +518,6 @@ def _hopper_backward_kernel(
                     do_smem,
                     k_smem,
                     v_smem,
-                    kh_smem,
                     ds_smem,
                     dq_smem,
                     ld_smem,
@@ -548,14 +555,12 @@ def _hopper_backward_kernel(
                     k_desc,
                     v_desc,
                     do_desc,
-                    kh_desc,
                     lse_desc,
                     delta_desc,
                     q_smem,
                     do_smem,
                     k_smem,
                     v_smem,
-                    kh_smem,
                     ld_smem,
                     kv_bar,
                     q_ready,
@@ -637,9 +642,10 @@ def _prologue_kernel(
     n_ctx,
     q_tiles,
     HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
 ):
-    """Program (query tile, batch * head): Delta = rowsum(O * dO) of the tile's rows, and the tile's counter
-    zeroed (and by the first program the ticket, ``counters[-1]``)."""
+    """Program (query tile of BLOCK_M rows, batch * head): Delta = rowsum(O * dO) of the tile's rows, and the
+    tile's counter zeroed (and by the first program the ticket, ``counters[-1]``)."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // heads, bh % heads
     rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -653,10 +659,13 @@ def _prologue_kernel(
         tl.store(counters + tl.num_programs(0) * tl.num_programs(1), 0)  # the ticket
 
 
+SUM_ROWS = tl.constexpr(64)  # rows per program of the epilogue and the group sum
+
+
 @triton.jit
 def _epilogue_kernel(dq_acc, dq, rows, HEAD_DIM: tl.constexpr):
     """dq (contiguous, its dtype) = the fp32 workspace (rows x the head dimension)."""
-    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    r = tl.program_id(0) * SUM_ROWS + tl.arange(0, SUM_ROWS)
     offs = r[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     ok = (r < rows)[:, None]
     tl.store(dq + offs, tl.load(dq_acc + offs, mask=ok).to(dq.dtype.element_ty), mask=ok)
@@ -669,11 +678,11 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
     tile, bhk = tl.program_id(0), tl.program_id(1)
     kv_heads = heads // group
     b, hk = bhk // kv_heads, bhk % kv_heads
-    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = tile * SUM_ROWS + tl.arange(0, SUM_ROWS)
     cols = tl.arange(0, HEAD_DIM)
     ok = (rows < n_ctx)[:, None]
-    sum_k = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    sum_v = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    sum_k = tl.zeros([SUM_ROWS, HEAD_DIM], tl.float32)
+    sum_v = tl.zeros([SUM_ROWS, HEAD_DIM], tl.float32)
     for g in range(group):
         src = ((b * heads + hk * group + g) * n_ctx + rows[:, None]) * HEAD_DIM + cols[None, :]
         sum_k += tl.load(dk_acc + src, mask=ok)
@@ -683,8 +692,9 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
     tl.store(dv + dst, sum_v.to(dv.dtype.element_ty), mask=ok)
 
 
-# The prologue's and epilogue's programs: BLOCK_M rows x the head dimension, 4 warps, no pipelining.
-_ROWS_TILE = Tile(BLOCK_M.value, BLOCK_M.value, 4, 1)  # block_n unused: the programs span the head dimension
+# The prologue's, epilogue's and group sum's programs: 4 warps, no pipelining (the tile's rows are the
+# kernels' constexprs; they span the head dimension).
+_ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
 
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40), by head
 # dim: at 64 from 4096 keys per sequence (1.14-1.16x their time at N = 1024 even with 2**30 scores, 0.98-1.04x at
@@ -740,7 +750,8 @@ class HopperBackward:
         batch, heads, n, head_dim = q_shape
         kv_heads = k_shape[1]
         self.causal, self.device = causal, device
-        q_tiles, key_tiles = triton.cdiv(n, BLOCK_M.value), triton.cdiv(n, BLOCK_N.value)
+        self.block_m = block_m(head_dim)
+        q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, BLOCK_N.value)
         self.head_dim = head_dim
         self.acc_shape = (batch, heads, n, head_dim)
         self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
@@ -753,7 +764,7 @@ class HopperBackward:
         self.grid = (key_tiles * batch * (heads if self.per_query_head else kv_heads),)
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,
-            (q_tiles, batch * kv_heads, 1),
+            (triton.cdiv(n, SUM_ROWS.value), batch * kv_heads, 1),
             (heads, heads // kv_heads, n),
             {"HEAD_DIM": head_dim},
             _ROWS_TILE,
@@ -772,13 +783,13 @@ class HopperBackward:
             _prologue_kernel,
             (q_tiles, batch * heads, 1),
             (*out_stride[:3], *grad_stride[:3], heads, n, q_tiles),
-            {"HEAD_DIM": head_dim},
+            {"HEAD_DIM": head_dim, "BLOCK_M": self.block_m},
             _ROWS_TILE,
             device,
         )
         self.epilogue = CompiledLaunch(
             _epilogue_kernel,
-            (triton.cdiv(self.rows, BLOCK_M.value), 1, 1),
+            (triton.cdiv(self.rows, SUM_ROWS.value), 1, 1),
             (self.rows,),
             {"HEAD_DIM": head_dim},
             _ROWS_TILE,
@@ -787,10 +798,9 @@ class HopperBackward:
         self.launched = False  # set once a call has compiled and launched the kernels
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.layouts = {
-            "m": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element),
+            "m": gl.NVMMASharedLayout.get_default_for([1, 1, self.block_m, head_dim], element),
             "n": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element),
-            "n_half": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim // 2], element),
-            "dq": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim // 2], gl.float32),
+            "dq": gl.NVMMASharedLayout.get_default_for([1, 1, SUB_M.value, DQ_COLS.value], gl.float32),
             "row": gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
         }
 
@@ -799,8 +809,7 @@ class HopperBackward:
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, counters)
-        m, n, d, lay = BLOCK_M.value, BLOCK_N.value, self.head_dim, self.layouts
-        half = d // 2
+        m, n, d, lay = self.block_m, BLOCK_N.value, self.head_dim, self.layouts
         if self.per_query_head:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
         else:
@@ -810,8 +819,7 @@ class HopperBackward:
             TensorDescriptor.from_tensor(k, [1, 1, n, d], lay["n"]),
             TensorDescriptor.from_tensor(v, [1, 1, n, d], lay["n"]),
             TensorDescriptor.from_tensor(grad_out, [1, 1, m, d], lay["m"]),
-            TensorDescriptor.from_tensor(k, [1, 1, n, half], lay["n_half"]),
-            TensorDescriptor.from_tensor(dq_acc, [1, 1, m, half], lay["dq"]),
+            TensorDescriptor.from_tensor(dq_acc, [1, 1, SUB_M.value, DQ_COLS.value], lay["dq"]),
             TensorDescriptor.from_tensor(lse.view(-1), [m], lay["row"]),
             TensorDescriptor.from_tensor(delta, [m], lay["row"]),
             dk_out,
