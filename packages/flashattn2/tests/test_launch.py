@@ -224,10 +224,10 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
     assert not applies(shape=(1, 16, 16384, 256))
     assert not applies(dtype=torch.float32)
-    assert applies(shape=(2, 16, 4096, 64))  # 2**29 scores
-    assert not applies(shape=(1, 16, 4096, 64))  # 2**28 scores: the Triton kernels are faster
+    assert applies(shape=(16, 16, 2048, 64))  # head dim 64: from 2048 keys too
+    assert applies(shape=(1, 16, 2048, 64))  # 2**26 scores
+    assert not applies(shape=(1, 8, 2048, 64))  # 2**25 scores: fewer than measured
     assert not applies(shape=(64, 16, 1024, 64))  # 2**30 scores, but short sequences: slower than the Triton kernels
-    assert not applies(shape=(16, 16, 2048, 64))
     assert not applies(device=torch.device("cpu"))
     packed = (16384 * 3 * 16 * 64, 64, 3 * 16 * 64, 1)  # a view of a packed QKV projection: TMA takes it
     assert applies(strides=(packed,) * 4)

@@ -696,12 +696,12 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
 # kernels' constexprs; they span the head dimension).
 _ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
 
-# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40), by head
-# dim: at 64 from 4096 keys per sequence (1.14-1.16x their time at N = 1024 even with 2**30 scores, 0.98-1.04x at
-# 2048, 0.90-0.94x at 4096); at 128 from 2048 (1.03x at (8, 16, 1024), 0.86x at (8, 16, 2048), 0.79-0.86x above);
-# with at least 2**29 scores (batch x heads x N^2; (2, 16, 4096, 64) causal: 0.94x).
-MIN_SEQ_LEN = {64: 4096, 128: 2048}
-MIN_SCORES = 512 * 1024 * 1024
+# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51), by
+# head dim: from 2048 keys per sequence (at 64: 0.87-0.94x their time at N = 2048, 1.03-1.04x at 1024 with 2**27 or
+# 2**29 scores, 0.95-0.98x at 1024 with 2**30; at 128: 0.83-0.88x at 2048, 0.97x at (8, 16, 1024)), with at least
+# 2**26 scores (batch x heads x N^2), the fewest measured ((1, 16, 2048, 64) causal: 0.94x).
+MIN_SEQ_LEN = {64: 2048, 128: 2048}
+MIN_SCORES = 64 * 1024 * 1024
 
 
 @functools.cache
