@@ -21,7 +21,7 @@ for step in "${steps[@]}"; do
   case $step in
     tests) timeout 200 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider 2>&1 \
       | tee "$OUT/tests.log" | tail -25 ;;
-    matrix) timeout 200 python $bench/matrix.py --out "$OUT/matrix.json" ;;
+    matrix) timeout 300 python $bench/matrix.py --out "$OUT/matrix.json" ;;
     host) timeout 60 python $bench/matrix.py --host --out "$OUT/host.json" ;;
     first) timeout 200 python $bench/matrix.py --first-call --out "$OUT/first.json" ;;
     tiles64) timeout 200 python $bench/tiles.py --shape 1 16 16384 64 --causal --out "$OUT/tiles64.json" ;;

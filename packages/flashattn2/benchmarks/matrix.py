@@ -12,7 +12,11 @@ FLASH_ATTENTION, and what PyTorch runs when asked for determinism
 (``torch.use_deterministic_algorithms(True)``: SDPA's default choice, which is
 then FLASH in its deterministic mode, cuDNN refusing), with the ratios
 cuDNN/ours and FLASH/ours (> 1: flashattn2 faster). Inputs are random bf16;
-every implementation sees the same tensors.
+every implementation sees the same tensors. Each is timed in ``--rounds``
+rounds, the order of the implementations reversed every other round: at the
+GPU's power cap its clock drifts with what ran before, so a single pass favours
+whoever runs first. Times are the rounds' medians; ratios, the medians of the
+rounds' ratios.
 
 ``--first-call``: the wall time of the first forward and the first backward in a
 fresh process with an empty ``TRITON_CACHE_DIR`` (compilation included), per
@@ -103,27 +107,58 @@ def time_ms(fn) -> float:
     return triton.testing.do_bench(fn, warmup=100, rep=400, return_mode="median")
 
 
-def matrix(shapes) -> list[dict]:
+MODES = ("fwd_ms", "fwd_bwd_ms")
+REFERENCES = ("cudnn", "flash")  # the ratios' numerators
+
+
+def passes(fn, context, q, k, v, g, causal) -> dict:
+    """mode -> the callable that runs it: the forward alone, or forward and backward."""
+
+    def forward():
+        with torch.no_grad(), context():
+            fn(q, k, v, causal)
+
+    def forward_backward():
+        with context():
+            torch.autograd.grad(fn(q, k, v, causal), (q, k, v), g)
+
+    return {"fwd_ms": forward, "fwd_bwd_ms": forward_backward}
+
+
+def matrix(shapes, rounds: int = 3) -> list[dict]:
+    """One row per shape: each implementation's medians per mode, its rounds, and the ratios to flashattn2."""
     impls = implementations()
     rows = []
     for shape in shapes:
         q, k, v, g = inputs(shape)
         causal = shape[-1]
-        row = {"shape": shape}
-        for name, (fn, context) in impls.items():
-
-            def forward():
-                with torch.no_grad(), context():
-                    fn(q, k, v, causal)
-
-            def forward_backward():
-                with context():
-                    torch.autograd.grad(fn(q, k, v, causal), (q, k, v), g)
-
-            try:
-                row[name] = {"fwd_ms": time_ms(forward), "fwd_bwd_ms": time_ms(forward_backward)}
-            except RuntimeError as error:  # a backend that refuses the shape (e.g. FLASH with D = 256)
-                row[name] = {"error": str(error).splitlines()[0][:120]}
+        calls = {name: passes(fn, context, q, k, v, g, causal) for name, (fn, context) in impls.items()}
+        samples = {name: {mode: [] for mode in MODES} for name in impls}
+        errors = {}
+        for r in range(rounds):
+            for name in list(impls) if r % 2 == 0 else list(impls)[::-1]:
+                if name in errors:
+                    continue
+                try:
+                    for mode in MODES:
+                        samples[name][mode].append(time_ms(calls[name][mode]))
+                except RuntimeError as error:  # a backend that refuses the shape (e.g. FLASH with D = 256)
+                    errors[name] = str(error).splitlines()[0][:120]
+        row = {"shape": shape, "rounds": rounds}
+        for name in impls:
+            if name in errors:
+                row[name] = {"error": errors[name]}
+                continue
+            row[name] = {mode: statistics.median(samples[name][mode]) for mode in MODES}
+            row[name]["per_round"] = samples[name]
+        row["ratios"] = {  # ref time / ours, per round, then the median
+            ref: {
+                mode: statistics.median(t / o for t, o in zip(samples[ref][mode], samples["flashattn2"][mode]))
+                for mode in MODES
+            }
+            for ref in REFERENCES
+            if ref not in errors
+        }
         ours = row["flashattn2"]
         flops = forward_flops(shape[0], shape[1], shape[3], shape[4], causal)
         ours["fwd_tflops"] = flops / ours["fwd_ms"] / 1e9
@@ -141,8 +176,7 @@ def print_row(row, flush=False) -> None:
         for name in ("flashattn2", "cudnn", "flash", "torch_deterministic"):
             cell = row[name]
             cells.append(f"{cell[mode]:9.3f}" if mode in cell else f"{'-':>9}")
-        ours = row["flashattn2"][mode]
-        ratios = [f"{row[ref][mode] / ours:6.2f}" if mode in row[ref] else f"{'-':>6}" for ref in ("cudnn", "flash")]
+        ratios = [f"{row['ratios'][ref][mode]:6.2f}" if ref in row["ratios"] else f"{'-':>6}" for ref in REFERENCES]
         print(f"{label:26} {mode[:-3]:8}" + "".join(cells) + "  " + " ".join(ratios), flush=flush)
 
 
@@ -256,6 +290,7 @@ def main(argv=None) -> int:
     mode.add_argument("--host", action="store_true", help="time host work per call at a tiny shape")
     mode.add_argument("--first-call-child", nargs=2, metavar=("DTYPE", "SHAPE"), help=argparse.SUPPRESS)
     parser.add_argument("--shapes", type=json.loads, help="JSON list of [B, H, Hkv, N, D, causal] (default: built in)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per shape (default 3)")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -276,7 +311,7 @@ def main(argv=None) -> int:
             f"cuDNN/ours FLASH/ours",
             flush=True,
         )
-        results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES)
+        results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES, args.rounds)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
