@@ -65,11 +65,19 @@ SHAPES = {
         ((32, 16, 1024, 64), True),
         ((4, 16, 2048, 64), True),
         ((8, 16, 2048, 64), True),
+        ((1, 16, 4096, 64), True),
+        ((1, 32, 4096, 64), True),
         ((2, 16, 4096, 64), True),
         ((4, 16, 4096, 64), True),
+        ((8, 16, 4096, 64), True),
         ((4, 16, 4096, 64), False),
         ((1, 16, 8192, 64), True),
+        ((2, 16, 8192, 64), True),
+        ((4, 16, 8192, 64), True),
+        ((1, 8, 16384, 64), True),
         ((1, 16, 16384, 64), True),
+        ((2, 16, 16384, 64), True),
+        ((4, 16, 16384, 64), True),
         ((1, 16, 16384, 64), False),
         ((8, 16, 1024, 128), True),
         ((4, 16, 2048, 128), True),
@@ -108,6 +116,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     thresholds = {
         (hopper_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in (64, 128) for causal in (False, True)},
+        (hopper_forward, "MAX_PAIRS"): {},
         (hopper_backward, "MIN_SEQ_LEN"): {64: 0, 128: 0},
         (hopper_backward, "MIN_SCORES"): 0,
     }

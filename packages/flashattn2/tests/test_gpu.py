@@ -64,6 +64,7 @@ def hopper_at_small_shapes(monkeypatch):
     monkeypatch.setattr(hopper, "MIN_SEQ_LEN", {64: 0, 128: 0})
     monkeypatch.setattr(hopper, "MIN_SCORES", 0)
     monkeypatch.setattr(hopper_forward, "MIN_SEQ_LEN", {(d, c): 0 for d in (64, 128) for c in (False, True)})
+    monkeypatch.setattr(hopper_forward, "MAX_PAIRS", {})
     backward.backward_plan.cache_clear()  # plans decide at their construction
     forward.forward_plan.cache_clear()
     yield hopper

@@ -308,24 +308,28 @@ def _hopper_forward_kernel(
     )
 
 
-# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41),
-# by (head dim, causal): the shortest sequences measured faster. At head dim 128 from (8, 16, 1024): 0.94x the
-# Triton kernel's time, 0.82-0.91x from 2048 up. At head dim 64 only causal and long: 0.93x at (1, 16, 16384);
-# 1.00x at (2, 16, 4096), 1.01x non-causal at 16384, 1.22x at (8, 16, 1024), where host time counts.
-MIN_SEQ_LEN = {(64, True): 16384, (128, True): 1024, (128, False): 1024}
+# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v57),
+# by (head dim, causal). At head dim 128 from (8, 16, 1024): 0.93x the Triton kernel's time, 0.82-0.89x from 2048
+# up. At head dim 64 only causal, from 4096 keys with at most 32 (batch, head) pairs: 0.76-1.00x at eight shapes
+# from (1, 16, 4096) to (2, 16, 16384); with 64 pairs 0.99-1.01x, 128 pairs 1.03x, at 2048 keys 1.00-1.07x,
+# non-causal 1.01-1.03x.
+MIN_SEQ_LEN = {(64, True): 4096, (128, True): 1024, (128, False): 1024}
+MAX_PAIRS = {(64, True): 32}  # the most batch x heads; none where absent
 
 
 def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperForward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k and v), a (head dim, mask) in :data:`MIN_SEQ_LEN` with at least that many
-    keys per sequence. ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
+    keys per sequence, and at most :data:`MAX_PAIRS` (batch, head) pairs. ``FLASHATTN2_HOPPER_FORWARD=0`` turns
+    it off."""
     if not _hopper.enabled("forward") or not _hopper.layout_supported(
         q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
-    n, head_dim = q_shape[2:]
+    batch, heads, n, head_dim = q_shape
     min_seq_len = MIN_SEQ_LEN.get((head_dim, causal))
-    return min_seq_len is not None and n >= min_seq_len
+    max_pairs = MAX_PAIRS.get((head_dim, causal), batch * heads)
+    return min_seq_len is not None and n >= min_seq_len and batch * heads <= max_pairs
 
 
 class HopperForward:
