@@ -96,27 +96,31 @@ def _loader(
 
 @gluon.jit
 def _consumer(
-    o_desc,
-    lse_ptr,
-    q_smem,
-    k_smem,
-    v_smem,
-    q_bar,
-    k_ready,
-    v_ready,
-    kv_empty,
-    b,
-    h,
-    heads,
-    m_tile,
-    n_ctx,
-    qk_scale_log2,
+    consumer_args,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
-    """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)``: O (by TMA) and L (natural log)."""
+    """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)``: O (by TMA) and L (natural log).
+    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    (
+        o_desc,
+        lse_ptr,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bar,
+        k_ready,
+        v_ready,
+        kv_empty,
+        b,
+        h,
+        heads,
+        m_tile,
+        n_ctx,
+        qk_scale_log2,
+    ) = consumer_args
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -227,56 +231,29 @@ def _hopper_forward_kernel(
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers
     fence_async_shared()
+    # Arguments shared by partitions that differ only in a constexpr, packed once. The constexprs are passed
+    # beside the tuple: Gluon 3.6 hands a tuple built in the kernel to the partitions as run-time values.
+    consumer_args = (
+        o_desc,
+        lse_ptr,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bar,
+        k_ready,
+        v_ready,
+        kv_empty,
+        b,
+        h,
+        heads,
+        m_tile,
+        n_ctx,
+        qk_scale_log2,
+    )
     gl.warp_specialize(
         [
-            (
-                _consumer,
-                (
-                    o_desc,
-                    lse_ptr,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    kv_empty,
-                    b,
-                    h,
-                    heads,
-                    m_tile,
-                    n_ctx,
-                    qk_scale_log2,
-                    CAUSAL,
-                    NEGATIVE_SCALE,
-                    HEAD_DIM,
-                    0,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    o_desc,
-                    lse_ptr,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    kv_empty,
-                    b,
-                    h,
-                    heads,
-                    m_tile,
-                    n_ctx,
-                    qk_scale_log2,
-                    CAUSAL,
-                    NEGATIVE_SCALE,
-                    HEAD_DIM,
-                    1,
-                ),
-            ),
+            (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
+            (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
             (
                 _loader,
                 (
