@@ -4,8 +4,8 @@
 #   OUT=/tmp/pass bash packages/flashattn2/benchmarks/gpu_pass.sh [STEP ...]
 #
 # Steps (default: all, in this order): tests matrix host first tiles64 tiles128
-# (and, not by default: profile, one_launch, hopper, hopper_forward, tiles128full, tiles256, tiles64fp32, model: the
-# benchkit medium model's bf16 training step at context 4096 with flashattn2 and SDPA).
+# (and, not by default: profile, one_launch, hopper, hopper_forward, tiles64short, tiles128full, tiles256,
+# tiles64fp32, model: the benchkit medium model's bf16 training step at context 4096 with flashattn2 and SDPA).
 # Run from the repository root. Each step has a time limit so that one slow step
 # leaves the others their time; each benchmark step writes $OUT/<step>.json, the
 # test step $OUT/tests.log.
@@ -29,6 +29,7 @@ for step in "${steps[@]}"; do
     one_launch) timeout 200 python $bench/one_launch.py --out "$OUT/one_launch.json" ;;
     hopper) timeout 200 python $bench/hopper_kernels.py --kernel backward --out "$OUT/hopper.json" ;;
     hopper_forward) timeout 200 python $bench/hopper_kernels.py --kernel forward --out "$OUT/hopper_forward.json" ;;
+    tiles64short) timeout 200 python $bench/tiles.py --shape 8 16 1024 64 --causal --out "$OUT/tiles64short.json" ;;
     tiles128) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --causal --out "$OUT/tiles128.json" ;;
     tiles128full) timeout 200 python $bench/tiles.py --shape 4 16 4096 128 --out "$OUT/tiles128full.json" ;;
     tiles256) timeout 200 python $bench/tiles.py --shape 2 16 4096 256 --causal --out "$OUT/tiles256.json" ;;

@@ -27,6 +27,7 @@ import triton
 
 from flashattn2._configs import Tile, candidate_tiles, default_tile
 from flashattn2._triton_backward import backward_plan, dkdv_tiles, dq_tiles, triton_backward
+from flashattn2._triton_common import seq_len_bucket
 from flashattn2._triton_forward import forward_plan, forward_tiles, triton_forward
 
 CHOOSERS = {"forward": forward_tiles, "dq": dq_tiles, "dkdv": dkdv_tiles}
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     rows = []
     for name in args.kernels:
         chooser = CHOOSERS[name]
-        default = default_tile(name, d, dtype, q.device)
+        default = default_tile(name, d, dtype, q.device, causal=args.causal, seq_len=seq_len_bucket(n))
         best = None
         for tile in candidate_tiles(name, d, dtype, q.device) + getattr(args, f"extra_{name}"):
             chooser.pinned = tile

@@ -103,6 +103,32 @@ def test_tile_chooser_uses_the_table_without_autotuning(monkeypatch):
     assert tile == default_tile("forward", 64, torch.bfloat16, torch.device("cpu"))
 
 
+def test_short_causal_forwards_on_hopper_take_their_own_tile(monkeypatch):
+    import flashattn2._configs as configs
+    import flashattn2._inputs as inputs
+
+    monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
+    monkeypatch.setattr(configs, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(inputs, "_capabilities", {0: (9, 0)})
+    hopper = torch.device("cuda", 0)
+    table = configs._HOPPER_DEFAULTS["forward"]
+    short = configs.SHORT_CAUSAL_FORWARD_TILE
+    assert short != table[(64, 2)] and short in configs._CANDIDATES["forward"]
+    for head_dim in (16, 32, 64):
+        for seq_len in (16, 256, configs.SHORT_CAUSAL_FORWARD_LEN):
+            choose = TileChooser().choose
+            tile = choose(("key",), None, "forward", head_dim, torch.bfloat16, hopper, causal=True, seq_len=seq_len)
+            assert tile == short, (head_dim, seq_len)
+    longer = 2 * configs.SHORT_CAUSAL_FORWARD_LEN
+    assert default_tile("forward", 64, torch.float16, hopper, causal=True, seq_len=longer) == table[(64, 2)]
+    assert default_tile("forward", 64, torch.bfloat16, hopper, causal=False, seq_len=256) == table[(64, 2)]
+    assert default_tile("forward", 64, torch.bfloat16, hopper) == table[(64, 2)]  # no length given: the table's
+    assert default_tile("forward", 128, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(128, 2)]
+    assert default_tile("forward", 64, torch.float32, hopper, causal=True, seq_len=256) == table[(64, 4)]
+    dq_table = configs._HOPPER_DEFAULTS["dq"]
+    assert default_tile("dq", 64, torch.bfloat16, hopper, causal=True, seq_len=256) == dq_table[(64, 2)]
+
+
 def test_tile_chooser_times_the_candidates_once_per_key_when_autotuning(monkeypatch):
     monkeypatch.setenv("FLASHATTN2_AUTOTUNE", "1")
     monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)

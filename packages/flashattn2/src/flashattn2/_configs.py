@@ -72,6 +72,15 @@ _HOPPER_DEFAULTS: dict[str, dict[tuple[int, int], Tile]] = {
     },
 }
 
+# Hopper, causal forwards whose sequence-length bucket (the tuning key's, see
+# ``seq_len_bucket``) is at most SHORT_CAUSAL_FORWARD_LEN, head dims up to 64,
+# 2-byte elements: this tile instead of the table's. Replayed in CUDA graphs on
+# an H100 it took 0.89-0.99x the table tile's time at eight head-dim-64 shapes
+# from N = 256 to 1024 and 0.82x at head dim 32; at 2048 0.92-1.04x, and without
+# the mask 1.02-1.05x (benchmarks/NOTES.md, v61).
+SHORT_CAUSAL_FORWARD_LEN = 1024
+SHORT_CAUSAL_FORWARD_TILE = Tile(64, 64, 4, 3)
+
 # Other GPUs (Ampere, Ada, Blackwell...): small tiles that fit the 99 KB of shared
 # memory a block may use on consumer parts (CUDA C++ Programming Guide, compute
 # capability 8.6/8.9), not tuned.
@@ -182,12 +191,25 @@ def fits(kernel: str, tile: Tile, block_d: int, element_size: int, device: torch
     return needed <= SHARED_MEMORY_MARGIN * max_shared_memory(device)
 
 
-def default_tile(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.device) -> Tile:
-    """The shipped configuration of ``kernel`` (``"forward"``, ``"dq"`` or ``"dkdv"``) for these inputs."""
+def default_tile(
+    kernel: str,
+    head_dim: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    causal: bool = False,
+    seq_len: int | None = None,
+) -> Tile:
+    """The shipped configuration of ``kernel`` (``"forward"``, ``"dq"`` or ``"dkdv"``) for these inputs.
+    ``seq_len``: the tuning key's sequence-length bucket; the forward's tile depends on it and on ``causal``
+    (:data:`SHORT_CAUSAL_FORWARD_LEN`), other kernels' do not."""
     if KERNELS_INTERPRETED:
         return INTERPRETER_TILE
     bucket = head_dim_bucket(head_dim)
     if cuda_capability(device)[0] == 9:
+        short_causal = causal and seq_len is not None and seq_len <= SHORT_CAUSAL_FORWARD_LEN
+        if kernel == "forward" and short_causal and bucket <= 64 and dtype.itemsize == 2:
+            return SHORT_CAUSAL_FORWARD_TILE
         return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize)]
     return _PORTABLE_DEFAULTS[kernel][bucket]
 

@@ -126,13 +126,13 @@ class CompiledLaunch:
 class TileChooser:
     """The tile of one kernel for each tuning key, chosen on the key's first call.
 
-    ``choose(key, run, kernel, head_dim, dtype, device)``: without
-    ``FLASHATTN2_AUTOTUNE=1`` the table's default (``run`` is not called); with
-    it, the fastest of the candidates that fit the device, each timed as
+    ``choose(key, run, kernel, head_dim, dtype, device, causal=..., seq_len=...)``: without
+    ``FLASHATTN2_AUTOTUNE=1`` the table's default (:func:`flashattn2._configs.default_tile`;
+    ``run`` is not called); with it, the fastest of the candidates that fit the device, each timed as
     ``run(tile)`` (a function that launches the kernel with ``tile``, and
     whatever must precede it) with ``triton.testing.do_bench`` (median). The
     choice is kept for later calls of the key, so ``key`` must hold everything
-    the choice depends on (head dim, dtype, causal, device, and for tuning the
+    the choice depends on (head dim, dtype, causal, device and the
     sequence-length bucket).
     """
 
@@ -148,6 +148,9 @@ class TileChooser:
         head_dim: int,
         dtype: torch.dtype,
         device: torch.device,
+        *,
+        causal: bool = False,
+        seq_len: int | None = None,
     ) -> Tile:
         if self.pinned is not None:
             return self.pinned
@@ -156,7 +159,7 @@ class TileChooser:
             if autotuning() and not KERNELS_INTERPRETED:
                 tile = self._fastest(run, candidate_tiles(kernel, head_dim, dtype, device))
             else:
-                tile = default_tile(kernel, head_dim, dtype, device)
+                tile = default_tile(kernel, head_dim, dtype, device, causal=causal, seq_len=seq_len)
             self._chosen[key] = tile
         return tile
 

@@ -268,7 +268,8 @@ class ForwardPlan:
         )
         self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
         self.empty = 0 in q_shape  # no output element: nothing to launch
-        self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
+        self.seq_len = seq_len_bucket(max(n_q, n_k))  # the tile may depend on it (flashattn2._configs)
+        self.tile_key = (head_dim, dtype, causal, device, self.seq_len)
         self.launch = None
         self.hopper = None  # the Gluon kernel where it applies
         hopper = None if self.empty else _hopper.gluon_module("forward", device)
@@ -313,6 +314,8 @@ class ForwardPlan:
                 self.head_dim,
                 self.dtype,
                 self.device,
+                causal=self.causal,
+                seq_len=self.seq_len,
             )
             self.launch = self.compiled_launch(tile)
         self.launch(q, k, v, o, lse)
