@@ -3,6 +3,7 @@
 Usage (CUDA GPU, repository root)::
 
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --out matrix.json
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --graph --out graph.json
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --first-call --out first.json
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/matrix.py --host --out host.json
 
@@ -17,6 +18,10 @@ rounds, the order of the implementations reversed every other round: at the
 GPU's power cap its clock drifts with what ran before, so a single pass favours
 whoever runs first. Times are the rounds' medians; ratios, the medians of the
 rounds' ratios.
+
+``--graph``: the same, but each pass is captured in a CUDA graph and replayed
+(``triton.testing.do_bench_cudagraph`` median): the GPU's time alone, without the
+host's work per call, which decides short sequences' eager times.
 
 ``--first-call``: the wall time of the first forward and the first backward in a
 fresh process with an empty ``TRITON_CACHE_DIR`` (compilation included), per
@@ -103,7 +108,10 @@ def inputs(shape, dtype=torch.bfloat16):
     return q, k, v, torch.randn_like(q)
 
 
-def time_ms(fn) -> float:
+def time_ms(fn, graph: bool = False) -> float:
+    """Median ms per call of ``fn``: eager calls, or (``graph``) replays of a CUDA graph that captured it."""
+    if graph:  # ten replays of a graph of about 40 ms of calls
+        return triton.testing.do_bench_cudagraph(fn, rep=40, return_mode="median")
     return triton.testing.do_bench(fn, warmup=100, rep=400, return_mode="median")
 
 
@@ -125,8 +133,9 @@ def passes(fn, context, q, k, v, g, causal) -> dict:
     return {"fwd_ms": forward, "fwd_bwd_ms": forward_backward}
 
 
-def matrix(shapes, rounds: int = 3) -> list[dict]:
-    """One row per shape: each implementation's medians per mode, its rounds, and the ratios to flashattn2."""
+def matrix(shapes, rounds: int = 3, graph: bool = False) -> list[dict]:
+    """One row per shape: each implementation's medians per mode, its rounds, and the ratios to flashattn2
+    (``graph``: timed as CUDA-graph replays)."""
     impls = implementations()
     rows = []
     for shape in shapes:
@@ -141,10 +150,10 @@ def matrix(shapes, rounds: int = 3) -> list[dict]:
                     continue
                 try:
                     for mode in MODES:
-                        samples[name][mode].append(time_ms(calls[name][mode]))
+                        samples[name][mode].append(time_ms(calls[name][mode], graph))
                 except RuntimeError as error:  # a backend that refuses the shape (e.g. FLASH with D = 256)
                     errors[name] = str(error).splitlines()[0][:120]
-        row = {"shape": shape, "rounds": rounds}
+        row = {"shape": shape, "rounds": rounds, "graph": graph}
         for name in impls:
             if name in errors:
                 row[name] = {"error": errors[name]}
@@ -291,6 +300,7 @@ def main(argv=None) -> int:
     mode.add_argument("--first-call-child", nargs=2, metavar=("DTYPE", "SHAPE"), help=argparse.SUPPRESS)
     parser.add_argument("--shapes", type=json.loads, help="JSON list of [B, H, Hkv, N, D, causal] (default: built in)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per shape (default 3)")
+    mode.add_argument("--graph", action="store_true", help="time CUDA-graph replays: the GPU's time alone")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -311,7 +321,8 @@ def main(argv=None) -> int:
             f"cuDNN/ours FLASH/ours",
             flush=True,
         )
-        results["rows"] = matrix([tuple(s) for s in args.shapes] if args.shapes else SHAPES, args.rounds)
+        shapes = [tuple(s) for s in args.shapes] if args.shapes else SHAPES
+        results["rows"] = matrix(shapes, args.rounds, args.graph)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
