@@ -297,10 +297,10 @@ def main(argv=None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--first-call", action="store_true", help="time first calls in fresh processes")
     mode.add_argument("--host", action="store_true", help="time host work per call at a tiny shape")
+    mode.add_argument("--graph", action="store_true", help="time CUDA-graph replays: the GPU's time alone")
     mode.add_argument("--first-call-child", nargs=2, metavar=("DTYPE", "SHAPE"), help=argparse.SUPPRESS)
     parser.add_argument("--shapes", type=json.loads, help="JSON list of [B, H, Hkv, N, D, causal] (default: built in)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per shape (default 3)")
-    mode.add_argument("--graph", action="store_true", help="time CUDA-graph replays: the GPU's time alone")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
