@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import flashattn2._launch as launch_module
-from flashattn2._configs import Tile, default_tile, shared_memory_bytes
+from flashattn2._configs import Tile, TileKey, default_tile, shared_memory_bytes
 from flashattn2._launch import CompiledLaunch, TileChooser, alignments
 from flashattn2._triton_common import contiguous_strides, needs_contiguous_copy
 
@@ -99,7 +99,7 @@ def test_tile_chooser_uses_the_table_without_autotuning(monkeypatch):
     def never(tile):
         raise AssertionError("a default choice must not run the kernel")
 
-    tile = chooser.choose(("key",), never, "forward", 64, torch.bfloat16, torch.device("cpu"))
+    tile = chooser.choose(TileKey(64, torch.bfloat16, False, torch.device("cpu"), 16), never, "forward")
     assert tile == default_tile("forward", 64, torch.bfloat16, torch.device("cpu"))
 
 
@@ -116,8 +116,7 @@ def test_short_causal_forwards_on_hopper_take_their_own_tile(monkeypatch):
     assert short != table[(64, 2)] and short in configs._CANDIDATES["forward"]
     for head_dim in (16, 32, 64):
         for seq_len in (16, 256, configs.SHORT_CAUSAL_FORWARD_LEN):
-            choose = TileChooser().choose
-            tile = choose(("key",), None, "forward", head_dim, torch.bfloat16, hopper, causal=True, seq_len=seq_len)
+            tile = TileChooser().choose(TileKey(head_dim, torch.bfloat16, True, hopper, seq_len), None, "forward")
             assert tile == short, (head_dim, seq_len)
     longer = 2 * configs.SHORT_CAUSAL_FORWARD_LEN
     assert default_tile("forward", 64, torch.float16, hopper, causal=True, seq_len=longer) == table[(64, 2)]
@@ -143,7 +142,7 @@ def test_tile_chooser_times_the_candidates_once_per_key_when_autotuning(monkeypa
     monkeypatch.setattr(launch_module.triton.testing, "do_bench", fake_bench)
     chooser = TileChooser()
     for _ in range(2):
-        tile = chooser.choose(("key",), timed.append, "forward", 64, torch.bfloat16, torch.device("cpu"))
+        tile = chooser.choose(TileKey(64, torch.bfloat16, False, torch.device("cpu"), 16), timed.append, "forward")
         assert tile == Tile(64, 64, 4, 2)
     assert timed == candidates  # tuned once, on the first call of the key
 

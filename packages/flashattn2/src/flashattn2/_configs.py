@@ -31,6 +31,17 @@ class Tile(NamedTuple):
     num_stages: int
 
 
+class TileKey(NamedTuple):
+    """What a kernel's tile is chosen by: the head dim, dtype, mask, device and sequence-length bucket
+    (``seq_len_bucket`` of the longer of queries and keys). A launcher's plan builds it once."""
+
+    head_dim: int
+    dtype: torch.dtype
+    causal: bool
+    device: torch.device
+    seq_len: int
+
+
 # Under the interpreter: 16x16 tiles, so that the tests' small sequences (N <= 40)
 # still span several tiles, ragged last tiles and diagonal tiles.
 INTERPRETER_TILE = Tile(16, 16, 4, 1)

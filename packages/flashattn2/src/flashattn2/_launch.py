@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 import triton
 
-from flashattn2._configs import Tile, autotuning, candidate_tiles, default_tile
+from flashattn2._configs import Tile, TileKey, autotuning, candidate_tiles, default_tile
 from flashattn2._triton_common import KERNELS_INTERPRETED
 
 # Layouts whose plans are kept (least recently used dropped first). A plan is a
@@ -126,40 +126,27 @@ class CompiledLaunch:
 class TileChooser:
     """The tile of one kernel for each tuning key, chosen on the key's first call.
 
-    ``choose(key, run, kernel, head_dim, dtype, device, causal=..., seq_len=...)``: without
+    ``choose(key, run, kernel)``, ``key`` a :class:`flashattn2._configs.TileKey`: without
     ``FLASHATTN2_AUTOTUNE=1`` the table's default (:func:`flashattn2._configs.default_tile`;
     ``run`` is not called); with it, the fastest of the candidates that fit the device, each timed as
     ``run(tile)`` (a function that launches the kernel with ``tile``, and
     whatever must precede it) with ``triton.testing.do_bench`` (median). The
-    choice is kept for later calls of the key, so ``key`` must hold everything
-    the choice depends on (head dim, dtype, causal, device and the
-    sequence-length bucket).
+    choice is kept for later calls of the key.
     """
 
     def __init__(self) -> None:
-        self._chosen: dict[tuple, Tile] = {}
+        self._chosen: dict[TileKey, Tile] = {}
         self.pinned: Tile | None = None  # set by benchmarks/tiles.py to run one configuration everywhere
 
-    def choose(
-        self,
-        key: tuple,
-        run: Callable[[Tile], object],
-        kernel: str,
-        head_dim: int,
-        dtype: torch.dtype,
-        device: torch.device,
-        *,
-        causal: bool = False,
-        seq_len: int | None = None,
-    ) -> Tile:
+    def choose(self, key: TileKey, run: Callable[[Tile], object], kernel: str) -> Tile:
         if self.pinned is not None:
             return self.pinned
         tile = self._chosen.get(key)
         if tile is None:
             if autotuning() and not KERNELS_INTERPRETED:
-                tile = self._fastest(run, candidate_tiles(kernel, head_dim, dtype, device))
+                tile = self._fastest(run, candidate_tiles(kernel, key.head_dim, key.dtype, key.device))
             else:
-                tile = default_tile(kernel, head_dim, dtype, device, causal=causal, seq_len=seq_len)
+                tile = default_tile(kernel, key.head_dim, key.dtype, key.device, causal=key.causal, seq_len=key.seq_len)
             self._chosen[key] = tile
         return tile
 

@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 from flashattn2 import _hopper
+from flashattn2._configs import TileKey
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -752,7 +753,7 @@ class BackwardPlan:
         self.delta_size = batch * heads * n_q
         self.n_q, self.n_k = n_q, n_k
         self.query_heads, self.kv_heads = batch * heads, batch * kv_heads  # (batch, head) pairs
-        self.tile_key = (head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
+        self.tile_key = TileKey(head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
         self.launch_dq = self.launch_dkdv = self.launch_one = None
         tma_strides = (q_stride, k_stride, v_stride, grad_stride)
@@ -815,9 +816,6 @@ class BackwardPlan:
                     self.tile_key,
                     lambda t: self.compiled_one_launch(t)(q, k, v, out, grad_out, lse, dq, dk, dv),
                     "dkdv",  # the dK/dV tiles serve both parts
-                    self.head_dim,
-                    self.dtype,
-                    self.device,
                 )
                 self.launch_one = self.compiled_one_launch(tile)
             self.launch_one(q, k, v, out, grad_out, lse, dq, dk, dv)
@@ -830,9 +828,8 @@ class BackwardPlan:
         return dq, dk, dv
 
     def _choose_tiles(self, grad_out, q, k, v, out, lse, delta, dq, dk, dv) -> None:
-        inputs = (self.head_dim, self.dtype, self.device)
         dq_tile = dq_tiles.choose(
-            self.tile_key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq", *inputs
+            self.tile_key, lambda t: self.compiled_dq(t)(q, k, v, out, grad_out, lse, delta, dq), "dq"
         )
         self.launch_dq = self.compiled_dq(dq_tile)
         delta_written = False
@@ -844,7 +841,7 @@ class BackwardPlan:
                 delta_written = True
             self.compiled_dkdv(tile)(q, k, v, out, grad_out, lse, delta, dk, dv)
 
-        self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv", *inputs))
+        self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, time_dkdv, "dkdv"))
 
 
 # The plan of each layout, built on its first call: backward_plan(*BackwardPlan's arguments).

@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from flashattn2 import _hopper
+from flashattn2._configs import TileKey
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
 from flashattn2._triton_common import (
     LOG2_E,
@@ -268,8 +269,7 @@ class ForwardPlan:
         )
         self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
         self.empty = 0 in q_shape  # no output element: nothing to launch
-        self.seq_len = seq_len_bucket(max(n_q, n_k))  # the tile may depend on it (flashattn2._configs)
-        self.tile_key = (head_dim, dtype, causal, device, self.seq_len)
+        self.tile_key = TileKey(head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
         self.launch = None
         self.hopper = None  # the Gluon kernel where it applies
         hopper = None if self.empty else _hopper.gluon_module("forward", device)
@@ -311,11 +311,6 @@ class ForwardPlan:
                 self.tile_key,
                 lambda t: self.compiled_launch(t)(q, k, v, o, lse),
                 "forward",
-                self.head_dim,
-                self.dtype,
-                self.device,
-                causal=self.causal,
-                seq_len=self.seq_len,
             )
             self.launch = self.compiled_launch(tile)
         self.launch(q, k, v, o, lse)
