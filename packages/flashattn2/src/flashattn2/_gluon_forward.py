@@ -305,8 +305,8 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
         return False
     batch, heads, n, head_dim = q_shape
     min_seq_len = MIN_SEQ_LEN.get((head_dim, causal))
-    max_pairs = MAX_PAIRS.get((head_dim, causal), batch * heads)
-    return min_seq_len is not None and n >= min_seq_len and batch * heads <= max_pairs
+    max_pairs = MAX_PAIRS.get((head_dim, causal))
+    return min_seq_len is not None and n >= min_seq_len and (max_pairs is None or batch * heads <= max_pairs)
 
 
 class HopperForward:
