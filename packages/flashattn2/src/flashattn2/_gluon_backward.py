@@ -31,7 +31,10 @@ the sequence length.
 
 Layers: the Gluon partitions and kernel; Triton kernels around it
 (``_prologue_kernel``: Delta and zeroed counters;
-``_epilogue_kernel``: the workspace in the gradient's dtype;
+``_epilogue_kernel``: the workspace in the gradient's dtype, after the kernel;
+``_causal_epilogue_kernel``: the same for causal heads, launched as the
+kernel's programmatic dependent so that it converts each query tile during the
+kernel's tail, once the tile's counter says it is finished;
 ``_group_sum_kernel``: dK and dV of grouped heads); the launcher
 :class:`HopperBackward`. Kernel design after FlashAttention-3's backward
 (Shah et al. 2024, arXiv:2407.08608): a producer warp, consumer warpgroups,
@@ -60,6 +63,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
@@ -83,8 +87,9 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 @gluon.jit
 def _ptx(ASM: gl.constexpr):
     """Emit the PTX statement ``ASM`` (a fence or a bulk-group wait Gluon has no wrapper for)."""
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    x = gl.full([32], 0, gl.int32, one)
+    WARPS: gl.constexpr = gl.num_warps()
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    x = gl.full([32 * WARPS], 0, gl.int32, one)
     gl.inline_asm_elementwise(ASM + " mov.u32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
 
@@ -258,6 +263,11 @@ def _dq_writer(
                         else:
                             _tma_reduce_add(dq_desc, coord, src)
                     _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the write has completed
+                    # A causal tile's last add is key tile 0's: the causal epilogue reads the finished tile with
+                    # ordinary loads, so the TMA unit's writes are made visible to them.
+                    if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
+                        if n == 0:
+                            _ptx("fence.proxy.async.global;")
                     gl.atomic_add(counter, 1, sem="release", scope="gpu")
                     mbarrier.arrive(dq_empty.index(buf))
                 it += 1
@@ -425,6 +435,8 @@ def _hopper_backward_kernel(
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
 ):
+    if CAUSAL:  # the causal dq epilogue, this kernel's programmatic dependent, may start once every program has
+        _ptx("griddepcontrol.launch_dependents;")
     # Work in the order programs start, key tiles descending: a program only waits on started ones.
     item = gl.atomic_add(ticket, 1)
     n = key_tiles - 1 - item % key_tiles
@@ -601,6 +613,40 @@ def _epilogue_kernel(dq_acc, dq, rows, HEAD_DIM: tl.constexpr):
     tl.store(dq + offs, tl.load(dq_acc + offs, mask=ok).to(dq.dtype.element_ty), mask=ok)
 
 
+CAUSAL_EPILOGUE_ROWS = tl.constexpr(1024)  # rows per program of the causal epilogue (NOTES v62)
+
+
+@triton.jit
+def _causal_epilogue_kernel(dq_acc, dq, counters, n_ctx, q_tiles, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Program (CAUSAL_EPILOGUE_ROWS rows, batch * head): dq (contiguous, its dtype) = the fp32 workspace, each
+    query tile of BLOCK_M rows once its counter says that every key tile has added to it.
+
+    Launched as the causal backward kernel's programmatic dependent, its programs start while the backward's
+    last, longest programs run, on the multiprocessors those leave idle; query tiles finish one after another
+    there (key tile 0 adds last to each), and each is converted soon after."""
+    TILES: tl.constexpr = CAUSAL_EPILOGUE_ROWS // BLOCK_M
+    bh = tl.program_id(1)
+    cols = tl.arange(0, HEAD_DIM)
+    for t in range(TILES):
+        tile = tl.program_id(0) * TILES + t
+        if tile < q_tiles:
+            counter = counters + bh * q_tiles + tile
+            adders = tile // (BLOCK_N // BLOCK_M) + 1  # key tiles 0 to the diagonal's
+            done = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+            while done < adders:
+                # about a microsecond between polls (a step of the backward takes a few), so that the polls
+                # do not compete with the backward's own counter traffic
+                tl.inline_asm_elementwise("nanosleep.u32 1000; mov.u32 $0, $1;", "=r,r", [done], tl.int32, False, 1)
+                done = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+            rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+            offs = (bh * n_ctx + rows)[:, None] * HEAD_DIM + cols[None, :]
+            ok = (rows < n_ctx)[:, None]
+            # .cg: from L2, where the TMA unit's adds are, whatever this multiprocessor's L1 holds
+            x = tl.load(dq_acc + offs, mask=ok, cache_modifier=".cg")
+            tl.store(dq + offs, x.to(dq.dtype.element_ty), mask=ok)
+    gdc_wait()  # ends after the backward kernel: what follows in the stream may read dk and dv too
+
+
 @triton.jit
 def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.constexpr):
     """Program (row tile, batch * k/v head): dk and dv (contiguous, their dtype) = the sums of the fp32
@@ -717,14 +763,25 @@ class HopperBackward:
             _ROWS_TILE,
             device,
         )
-        self.epilogue = CompiledLaunch(
-            _epilogue_kernel,
-            (triton.cdiv(self.rows, SUM_ROWS.value), 1, 1),
-            (self.rows,),
-            {"HEAD_DIM": head_dim},
-            _ROWS_TILE,
-            device,
-        )
+        if causal:  # overlapping the kernel's tail (NOTES v62)
+            self.epilogue = CompiledLaunch(
+                _causal_epilogue_kernel,
+                (triton.cdiv(q_tiles, CAUSAL_EPILOGUE_ROWS.value // self.block_m), batch * heads, 1),
+                (n, q_tiles),
+                {"HEAD_DIM": head_dim, "BLOCK_M": self.block_m},
+                _ROWS_TILE,
+                device,
+                launch_pdl=True,
+            )
+        else:  # a full walk finishes its query tiles together, at the end: converted after it
+            self.epilogue = CompiledLaunch(
+                _epilogue_kernel,
+                (triton.cdiv(self.rows, SUM_ROWS.value), 1, 1),
+                (self.rows,),
+                {"HEAD_DIM": head_dim},
+                _ROWS_TILE,
+                device,
+            )
         self.launched = False  # set once a call has compiled and launched the kernels
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.layouts = {
@@ -763,7 +820,8 @@ class HopperBackward:
             PER_QUERY_HEAD=self.per_query_head,
             num_warps=NUM_WARPS,
         )
+        # right after the kernel, whose programmatic dependent the causal epilogue is
+        self.epilogue(*((dq_acc, dq, counters) if self.causal else (dq_acc, dq)))
         if self.per_query_head:
             self.group_sum(dk_out, dv_out, dk, dv)
-        self.epilogue(dq_acc, dq)
         self.launched = True

@@ -72,14 +72,27 @@ class CompiledLaunch:
         tile: ``num_warps`` and ``num_stages``.
         device: the tensors' device, current when the launch is called
             (:func:`on_its_device`); the kernel runs on its current stream.
+        launch_pdl: launch as the previous kernel's programmatic dependent (compute
+            capability 9.0 and later): the kernel may start once every program of the
+            previous one has run ``griddepcontrol.launch_dependents``, and must itself
+            wait for what it reads of the previous kernel's results.
 
     Under Triton's interpreter every call goes through the interpreter.
     """
 
     def __init__(
-        self, fn, grid: tuple[int, int, int], scalars: tuple, constexprs: dict, tile: Tile, device: torch.device
+        self,
+        fn,
+        grid: tuple[int, int, int],
+        scalars: tuple,
+        constexprs: dict,
+        tile: Tile,
+        device: torch.device,
+        *,
+        launch_pdl: bool = False,
     ) -> None:
         self.fn, self.grid, self.scalars, self.constexprs, self.tile = fn, grid, scalars, constexprs, tile
+        self.launch_pdl = launch_pdl
         self.device_index = device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
@@ -95,6 +108,7 @@ class CompiledLaunch:
                 **self.constexprs,
                 num_warps=self.tile.num_warps,
                 num_stages=self.tile.num_stages,
+                launch_pdl=self.launch_pdl,
             )
             if not KERNELS_INTERPRETED:
                 self.kernel = kernel
