@@ -86,7 +86,8 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 
 @gluon.jit
 def _ptx(ASM: gl.constexpr):
-    """Emit the PTX statement ``ASM`` (a fence or a bulk-group wait Gluon has no wrapper for)."""
+    """Emit the PTX statement ``ASM`` (a fence, a bulk-group wait or a grid-dependency signal Gluon has no wrapper
+    for), in a partition of any number of warps."""
     WARPS: gl.constexpr = gl.num_warps()
     one: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
     x = gl.full([32 * WARPS], 0, gl.int32, one)
