@@ -51,12 +51,23 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
 
     (how, grid, args, kwargs), (direct, run_args) = fn.launches
     assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
-    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3}
+    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False}
     assert direct == "direct"
     # grid, the stream of the launch's device, function, metadata, launch metadata and hooks (none listen),
     # then every argument in order
     assert run_args[:9] == (5, 2, 1, 1234, "function", "metadata", None, None, None)
     assert run_args[9] is y and run_args[10] is x and run_args[11:] == (16, 0.5, 64, 1)
+
+
+def test_a_programmatic_dependent_is_compiled_as_one():
+    # Triton makes launch_pdl a compile option: the compiled kernel's launches then carry the attribute.
+    fn = _RecordingJIT()
+    launch = CompiledLaunch(
+        fn, (1, 1, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, Tile(16, 16, 4, 1), torch.device("cpu"), launch_pdl=True
+    )
+    launch(torch.randn(1), torch.randn(1))
+    ((how, _, _, kwargs),) = fn.launches
+    assert how == "jit" and kwargs["launch_pdl"] is True
 
 
 def test_constexprs_out_of_order_are_refused():
