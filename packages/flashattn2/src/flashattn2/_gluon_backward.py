@@ -606,12 +606,20 @@ SUM_ROWS = tl.constexpr(64)  # rows per program of the epilogue and the group su
 
 
 @triton.jit
+def _convert_rows(dq_acc, dq, first, count, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """dq's rows ``[first, first + min(ROWS, count))`` (contiguous, its dtype) = the fp32 workspace's."""
+    r = tl.arange(0, ROWS)
+    offs = (first + r)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    ok = (r < count)[:, None]
+    # .cg: from L2, where the TMA unit's adds are, whatever this multiprocessor's L1 holds
+    tl.store(dq + offs, tl.load(dq_acc + offs, mask=ok, cache_modifier=".cg").to(dq.dtype.element_ty), mask=ok)
+
+
+@triton.jit
 def _epilogue_kernel(dq_acc, dq, rows, HEAD_DIM: tl.constexpr):
     """dq (contiguous, its dtype) = the fp32 workspace (rows x the head dimension)."""
-    r = tl.program_id(0) * SUM_ROWS + tl.arange(0, SUM_ROWS)
-    offs = r[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    ok = (r < rows)[:, None]
-    tl.store(dq + offs, tl.load(dq_acc + offs, mask=ok).to(dq.dtype.element_ty), mask=ok)
+    first = tl.program_id(0) * SUM_ROWS
+    _convert_rows(dq_acc, dq, first, rows - first, SUM_ROWS, HEAD_DIM)
 
 
 CAUSAL_EPILOGUE_ROWS = tl.constexpr(1024)  # rows per program of the causal epilogue (NOTES v62)
@@ -627,7 +635,6 @@ def _causal_epilogue_kernel(dq_acc, dq, counters, n_ctx, q_tiles, HEAD_DIM: tl.c
     there (key tile 0 adds last to each), and each is converted soon after."""
     TILES: tl.constexpr = CAUSAL_EPILOGUE_ROWS // BLOCK_M
     bh = tl.program_id(1)
-    cols = tl.arange(0, HEAD_DIM)
     for t in range(TILES):
         tile = tl.program_id(0) * TILES + t
         if tile < q_tiles:
@@ -639,12 +646,7 @@ def _causal_epilogue_kernel(dq_acc, dq, counters, n_ctx, q_tiles, HEAD_DIM: tl.c
                 # do not compete with the backward's own counter traffic
                 tl.inline_asm_elementwise("nanosleep.u32 1000; mov.u32 $0, $1;", "=r,r", [done], tl.int32, False, 1)
                 done = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
-            rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-            offs = (bh * n_ctx + rows)[:, None] * HEAD_DIM + cols[None, :]
-            ok = (rows < n_ctx)[:, None]
-            # .cg: from L2, where the TMA unit's adds are, whatever this multiprocessor's L1 holds
-            x = tl.load(dq_acc + offs, mask=ok, cache_modifier=".cg")
-            tl.store(dq + offs, x.to(dq.dtype.element_ty), mask=ok)
+            _convert_rows(dq_acc, dq, bh * n_ctx + tile * BLOCK_M, n_ctx - tile * BLOCK_M, BLOCK_M, HEAD_DIM)
     gdc_wait()  # ends after the backward kernel: what follows in the stream may read dk and dv too
 
 
