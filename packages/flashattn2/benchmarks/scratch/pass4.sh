@@ -1,4 +1,0 @@
-#!/bin/bash
-export PYTHONPATH=$PWD/packages/flashattn2/src
-cd packages/flashattn2/benchmarks/scratch
-AB_NAME=s15-cluster4 AB_SHAPES='[[1,2,2,512,128,false],[2,8,2,1000,128,false],[4,16,16,4096,128,false],[1,16,16,16384,128,false],[2,16,16,4096,64,false]]' timeout 300 python ab_cluster.py gf_cluster gf_cl_b gf_cl_kv gf_clonly 2>&1 | grep -v Warning
