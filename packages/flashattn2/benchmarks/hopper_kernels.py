@@ -23,11 +23,9 @@ import torch
 import triton
 from matrix import write_rows  # this folder is on sys.path when run as a script
 
-import flashattn2._gluon_backward as hopper_backward
-import flashattn2._gluon_forward as hopper_forward
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
-from flashattn2._hopper import SWITCHES
+from flashattn2._hopper import SWITCHES, below_thresholds
 
 SHAPES = {
     "backward": [
@@ -114,28 +112,18 @@ def main(argv=None) -> int:
     parser.add_argument("--kernel", choices=sorted(SHAPES), default="backward")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    thresholds = {
-        (hopper_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in (64, 128) for causal in (False, True)},
-        (hopper_forward, "MAX_PAIRS"): {},
-        (hopper_backward, "MIN_SEQ_LEN"): {64: 0, 128: 0},
-        (hopper_backward, "MIN_SCORES"): 0,
-    }
-    defaults = {key: getattr(*key) for key in thresholds}
-    for (module, name), value in thresholds.items():  # measure below the thresholds too
-        setattr(module, name, value)
     rows = []
     print(f"{'(B, H, N, D)':20} {'mask':6} {'scores':>12} {'hopper':>8} {'triton':>8} {'ratio':>6}", flush=True)
-    for shape, causal in SHAPES[args.kernel]:
-        row = kernel_ms(args.kernel, shape, causal)
-        row["scores"] = shape[0] * shape[1] * shape[2] ** 2
-        print(
-            f"{shape!s:20} {'causal' if causal else 'full':6} {row['scores']:12d} {row['hopper']:8.3f} "
-            f"{row['triton']:8.3f} {row['ratio']:6.2f}",
-            flush=True,
-        )
-        rows.append(row)
-    for (module, name), value in defaults.items():
-        setattr(module, name, value)
+    with below_thresholds():  # measure below the thresholds too
+        for shape, causal in SHAPES[args.kernel]:
+            row = kernel_ms(args.kernel, shape, causal)
+            row["scores"] = shape[0] * shape[1] * shape[2] ** 2
+            print(
+                f"{shape!s:20} {'causal' if causal else 'full':6} {row['scores']:12d} {row['hopper']:8.3f} "
+                f"{row['triton']:8.3f} {row['ratio']:6.2f}",
+                flush=True,
+            )
+            rows.append(row)
     os.environ.pop(SWITCHES[args.kernel])
     if args.out:
         write_rows(args.out, rows)

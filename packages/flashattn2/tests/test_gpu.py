@@ -55,21 +55,18 @@ def triton_kernels_only(monkeypatch):
 
 
 @pytest.fixture
-def hopper_at_small_shapes(monkeypatch):
+def hopper_at_small_shapes():
     """The Hopper kernels also below their thresholds (and the forward at every head dim and mask it is laid
     out for), so that small shapes exercise them."""
     import flashattn2._gluon_backward as hopper
-    import flashattn2._gluon_forward as hopper_forward
+    from flashattn2._hopper import below_thresholds
 
-    monkeypatch.setattr(hopper, "MIN_SEQ_LEN", {64: 0, 128: 0})
-    monkeypatch.setattr(hopper, "MIN_SCORES", 0)
-    monkeypatch.setattr(hopper_forward, "MIN_SEQ_LEN", {(d, c): 0 for d in (64, 128) for c in (False, True)})
-    monkeypatch.setattr(hopper_forward, "MAX_PAIRS", {})
-    backward.backward_plan.cache_clear()  # plans decide at their construction
-    forward.forward_plan.cache_clear()
-    yield hopper
-    backward.backward_plan.cache_clear()
-    forward.forward_plan.cache_clear()
+    with below_thresholds():
+        backward.backward_plan.cache_clear()  # plans decide at their construction
+        forward.forward_plan.cache_clear()
+        yield hopper
+        backward.backward_plan.cache_clear()
+        forward.forward_plan.cache_clear()
 
 
 # Every (dtype, head dim, causal) triple compiles its own kernels: the matrix is
