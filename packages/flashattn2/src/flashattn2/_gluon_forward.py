@@ -7,6 +7,7 @@ One program per 128 query rows of one (batch, head) runs three partitions:
 - two consumer warpgroups, each its own partition, own 64 query rows each and run
   ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
   argument) and ``O += P V`` with P from registers, then store O by TMA and L.
+  At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``.
 
 Nothing keeps the two warpgroups in step (they meet only on the ring's slots), so
 one's softmax runs while the other's products use the tensor cores: the effect of
@@ -38,8 +39,13 @@ from flashattn2._triton_common import LOG2_E
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
 BLOCK_N = gl.constexpr(128)  # keys per K/V tile
 STAGES = gl.constexpr(2)  # slots of the K/V ring
-NUM_WARPS = 4  # the default partition: the first consumer warpgroup
+NUM_WARPS = gl.constexpr(4)  # the default partition: the first consumer warpgroup
 LN_2 = gl.constexpr(0.6931471805599453)  # L is stored in natural-log units
+# Up to this head dim the row sums of P come from the tensor cores (P times a ones tile of wgmma's smallest width,
+# 8), freeing 64 additions per thread and key tile: 0.96-0.98x the time at nine head-dim-64 shapes. At 128, where
+# the tensor cores are busier, the extra product cost more than the additions (1.01-1.06x; benchmarks/NOTES.md, v66).
+MMA_ROW_SUMS_MAX_HEAD_DIM = gl.constexpr(64)
+ONES_WIDTH = gl.constexpr(8)  # the smallest N of a wgmma product
 # (batch, head) pairs whose causal query tiles are interleaved, heaviest first: one pair at a time starts its
 # heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
 # 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
@@ -97,13 +103,15 @@ def _loader(
 @gluon.jit
 def _consumer(
     consumer_args,
+    ones_smem,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
     """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)``: O (by TMA) and L (natural log).
-    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    ``consumer_args``: the kernel's run-time arguments, named where unpacked; ``ones_smem``: a
+    ``(ONES_WIDTH, BLOCK_N)`` tile of ones where the row sums are products, else 0."""
     (
         o_desc,
         lse_ptr,
@@ -128,6 +136,10 @@ def _consumer(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
     )
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    sums_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, ONES_WIDTH, 16]
+    )
+    p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q_smem.dtype
@@ -138,14 +150,21 @@ def _consumer(
     q = q_smem.index(WARPGROUP)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)  # running row maximum, base 2
-    l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)  # running row sum
+    if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:  # running row sums, in ONES_WIDTH equal columns
+        l_i = warpgroup_mma_init(gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout))
+    else:
+        l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout))
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
     masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
     mbarrier.wait(q_bar, 0)
     for j in range(_key_tiles(m_tile, n_ctx, CAUSAL)):
         slot = j % STAGES
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))  # the previous tile's P V: its slot is free
+        # The previous tile's P V (and row sums): its slot is free.
+        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+            acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         if j > 0:
             mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
         mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
@@ -166,13 +185,23 @@ def _consumer(
             m_new = gl.maximum(m_i, raw_max * qk_scale_log2)
             p = gl.exp2(s * qk_scale_log2 - m_new[:, None])
         alpha = gl.exp2(m_i - m_new)
-        l_i = l_i * alpha + gl.sum(p, 1)
+        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+            l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
+        else:
+            l_i = l_i * alpha + gl.sum(p, 1)
         m_i = m_new
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
+        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+            p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
+            l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
         mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+        acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
+        l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
+    else:
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
     o_smem = q_smem.index(WARPGROUP)  # every S of this warpgroup is done: its Q tile is free
@@ -230,6 +259,13 @@ def _hopper_forward_kernel(
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers
+    if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+        ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_WIDTH, BLOCK_N], dtype)
+        ones_smem = gl.allocate_shared_memory(dtype, [ONES_WIDTH, BLOCK_N], ones_layout)
+        ones_layout_regs: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [NUM_WARPS, 1], [1, 0])
+        ones_smem.store(gl.full([ONES_WIDTH, BLOCK_N], 1.0, dtype, ones_layout_regs))
+    else:
+        ones_smem = 0  # unused; a partition's arguments cannot be None
     fence_async_shared()
     # Arguments shared by partitions that differ only in a constexpr, packed once. The constexprs are passed
     # beside the tuple: Gluon 3.6 hands a tuple built in the kernel to the partitions as run-time values.
@@ -252,8 +288,8 @@ def _hopper_forward_kernel(
     )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
-            (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
+            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
+            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
             (
                 _loader,
                 (
@@ -285,28 +321,23 @@ def _hopper_forward_kernel(
     )
 
 
-# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v57),
-# by (head dim, causal). At head dim 128 from (8, 16, 1024): 0.93x the Triton kernel's time, 0.82-0.89x from 2048
-# up. At head dim 64 only causal, from 4096 keys with at most 32 (batch, head) pairs: 0.76-1.00x at eight shapes
-# from (1, 16, 4096) to (2, 16, 16384); with 64 pairs 0.99-1.01x, 128 pairs 1.03x, at 2048 keys 1.00-1.07x,
-# non-causal 1.01-1.03x.
-MIN_SEQ_LEN = {(64, True): 4096, (128, True): 1024, (128, False): 1024}
-MAX_PAIRS = {(64, True): 32}  # the most batch x heads; none where absent
+# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66),
+# by (head dim, causal): the fewest keys per sequence. At head dim 128 from (8, 16, 1024): 0.93x the Triton kernel's
+# time, 0.82-0.89x from 2048 up. At head dim 64 from 4096 keys: causal 0.86-0.98x at ten shapes from (2, 16, 4096)
+# to (4, 16, 16384), non-causal 0.97-0.98x at three; at 2048 keys 1.02-1.03x.
+MIN_SEQ_LEN = {(64, True): 4096, (64, False): 4096, (128, True): 1024, (128, False): 1024}
 
 
 def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperForward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
-    ``tma_strides`` those of q, k and v), a (head dim, mask) in :data:`MIN_SEQ_LEN` with at least that many
-    keys per sequence, and at most :data:`MAX_PAIRS` (batch, head) pairs. ``FLASHATTN2_HOPPER_FORWARD=0`` turns
-    it off."""
+    ``tma_strides`` those of q, k and v) and at least :data:`MIN_SEQ_LEN` keys per sequence for its
+    (head dim, mask). ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
     if not _hopper.enabled("forward") or not _hopper.layout_supported(
         q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
-    batch, heads, n, head_dim = q_shape
-    min_seq_len = MIN_SEQ_LEN.get((head_dim, causal))
-    max_pairs = MAX_PAIRS.get((head_dim, causal))
-    return min_seq_len is not None and n >= min_seq_len and (max_pairs is None or batch * heads <= max_pairs)
+    _, _, n, head_dim = q_shape
+    return n >= MIN_SEQ_LEN[(head_dim, causal)]
 
 
 class HopperForward:
@@ -340,6 +371,6 @@ class HopperForward:
             CAUSAL=self.causal,
             NEGATIVE_SCALE=self.negative_scale,
             HEAD_DIM=d,
-            num_warps=NUM_WARPS,
+            num_warps=NUM_WARPS.value,
         )
         self.launched = True

@@ -44,13 +44,12 @@ def gluon_module(kind: str, device: torch.device):
 @contextlib.contextmanager
 def below_thresholds():
     """Within: the kernels run wherever their layout allows, below the measured dispatch thresholds too
-    (``MIN_SEQ_LEN``, ``MAX_PAIRS``, ``MIN_SCORES`` of their modules), for tests and benchmarks at small
+    (``MIN_SEQ_LEN``, ``MIN_SCORES`` of their modules), for tests and benchmarks at small
     shapes. Plans built within keep their choice after it; callers clear the plan caches around it."""
     from flashattn2 import _gluon_backward, _gluon_forward  # they import this module
 
     lifted = {
         (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS for causal in (False, True)},
-        (_gluon_forward, "MAX_PAIRS"): {},
         (_gluon_backward, "MIN_SEQ_LEN"): dict.fromkeys(HEAD_DIMS, 0),
         (_gluon_backward, "MIN_SCORES"): 0,
     }
