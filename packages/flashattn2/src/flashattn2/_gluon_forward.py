@@ -323,8 +323,9 @@ def _hopper_forward_kernel(
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66),
 # by (head dim, causal): the fewest keys per sequence. At head dim 128 from (8, 16, 1024): 0.93x the Triton kernel's
-# time, 0.82-0.89x from 2048 up. At head dim 64 from 4096 keys: causal 0.86-0.98x at ten shapes from (2, 16, 4096)
-# to (4, 16, 16384), non-causal 0.97-0.98x at three; at 2048 keys 1.02-1.03x.
+# time, 0.82-0.89x from 2048 up. At head dim 64 from 4096 keys: causal 0.86-0.98x at eleven shapes up to
+# (4, 16, 16384) with any number of (batch, head) pairs (host-bound at (1, 16, 4096)), non-causal 0.97-0.98x at
+# three; at 2048 keys 1.02-1.03x.
 MIN_SEQ_LEN = {(64, True): 4096, (64, False): 4096, (128, True): 1024, (128, False): 1024}
 
 
