@@ -84,6 +84,13 @@ SHAPES = {
         ((4, 16, 4096, 128), True),
         ((4, 16, 4096, 128), False),
         ((1, 16, 16384, 128), True),
+        ((8, 16, 512, 256), True),
+        ((8, 16, 1024, 256), True),
+        ((4, 8, 2048, 256), True),
+        ((2, 16, 4096, 256), True),
+        ((1, 16, 8192, 256), True),
+        ((4, 16, 2048, 256), False),
+        ((2, 16, 4096, 256), False),
     ],
 }
 WAYS = {"hopper": "1", "triton": "0"}  # the value of the kernel's switch (FLASHATTN2_HOPPER_FORWARD or _BACKWARD)

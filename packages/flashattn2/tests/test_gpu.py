@@ -161,6 +161,36 @@ def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, c
 
 
 @hopper_only
+@pytest.mark.parametrize(
+    "dtype, causal, q_shape, kv_shape, scale",
+    [
+        (torch.bfloat16, True, (2, 4, 1000, 256), (2, 2, 1000, 256), None),
+        (torch.float16, False, (1, 3, 1000, 256), (1, 3, 1000, 256), None),
+        (torch.bfloat16, True, (1, 2, 1000, 256), (1, 2, 1000, 256), -0.3),
+    ],
+    ids=str,
+)
+def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape, scale):
+    # 64-key tiles: odd lengths (a ragged last query and key tile), grouped-query heads, a negative scale;
+    # the backward runs the Triton kernels.
+    q, k, v = _inputs(q_shape, kv_shape, dtype)
+    scale = check_attention_inputs(q, k, v) if scale is None else scale
+    forward_plan = forward.forward_plan(
+        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, scale, alignments(q, k, v)
+    )
+    assert forward_plan.hopper is not None
+    assert_attention_matches_reference(
+        lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale),
+        q,
+        k,
+        v,
+        causal=causal,
+        softmax_scale=scale,
+    )
+    assert forward_plan.hopper.launched
+
+
+@hopper_only
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("scale", [-0.3, 0.0])
 def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):

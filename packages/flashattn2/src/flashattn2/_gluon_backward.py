@@ -705,7 +705,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     most one 128-key tile per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
-        q_shape, k_shape, tma_strides, dtype, device, aligned
+        "backward", q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
     batch, heads, n, head_dim = q_shape
@@ -719,10 +719,10 @@ class HopperBackward:
     """``backward(grad_out, q, k, v, out, lse, dq, dk, dv)``: fills dq, dk, dv for one layout.
 
     Arguments (constructor): the shapes ``(B, H, N, D)`` of q and ``(B, Hkv, N, D)`` of k
-    (D in :data:`flashattn2._hopper.HEAD_DIMS`), the strides of out and grad_out, the dtype (fp16 or bf16),
-    device, mask and softmax scale, for which :func:`hopper_backward_applies` holds. Call arguments: as
-    ``triton_backward``'s (q, k, v, grad_out with TMA-ready strides, lse contiguous float32 ``(B, H, N)``),
-    and the outputs: dq contiguous, dk and dv contiguous.
+    (D in the backward's :data:`flashattn2._hopper.HEAD_DIMS`), the strides of out and grad_out, the
+    dtype (fp16 or bf16), device, mask and softmax scale, for which :func:`hopper_backward_applies` holds.
+    Call arguments: as ``triton_backward``'s (q, k, v, grad_out with TMA-ready strides, lse contiguous
+    float32 ``(B, H, N)``), and the outputs: dq contiguous, dk and dv contiguous.
     """
 
     def __init__(self, q_shape, k_shape, out_stride, grad_stride, dtype, device, causal: bool, softmax_scale: float):

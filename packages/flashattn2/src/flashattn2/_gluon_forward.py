@@ -3,7 +3,7 @@
 One program per 128 query rows of one (batch, head) runs three partitions:
 
 - a loader warp brings the program's Q tile once, then K and V tiles of 128 keys
-  by TMA into a two-slot ring;
+  (64 at head dim 256) by TMA into a two-slot ring;
 - two consumer warpgroups, each its own partition, own 64 query rows each and run
   ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
   argument) and ``O += P V`` with P from registers, then store O by TMA and L.
@@ -37,7 +37,8 @@ from flashattn2 import _hopper
 from flashattn2._triton_common import LOG2_E
 
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
-BLOCK_N = gl.constexpr(128)  # keys per K/V tile
+# Keys per K/V tile, by head dim. At 256 two 128-key slots of K and V (256 KB) do not fit beside Q in shared memory.
+KEYS_PER_TILE = {64: 128, 128: 128, 256: 64}
 STAGES = gl.constexpr(2)  # slots of the K/V ring
 NUM_WARPS = gl.constexpr(4)  # the default partition: the first consumer warpgroup
 LN_2 = gl.constexpr(0.6931471805599453)  # L is stored in natural-log units
@@ -53,8 +54,8 @@ CAUSAL_HEAD_GROUP = 4
 
 
 @gluon.jit
-def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr):
-    """How many key tiles the program of query tile ``m_tile`` (2 x BLOCK_M rows) visits."""
+def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """How many key tiles of BLOCK_N keys the program of query tile ``m_tile`` (2 x BLOCK_M rows) visits."""
     tiles = gl.cdiv(n_ctx, BLOCK_N)
     if CAUSAL:  # the program's rows see keys up to its last row
         tiles = gl.minimum(tiles, gl.cdiv((m_tile + 1) * 2 * BLOCK_M, BLOCK_N))
@@ -80,6 +81,7 @@ def _loader(
     n_ctx,
     CAUSAL: gl.constexpr,
     HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
 ):
     """Q's two row halves once; then K and V of each key tile into the ring (2 bytes per element)."""
     mbarrier.expect(q_bar, 2 * BLOCK_M * HEAD_DIM * 2)
@@ -87,7 +89,7 @@ def _loader(
         tma.async_copy_global_to_shared(
             q_desc, [b, h, (2 * m_tile + w) * BLOCK_M, 0], q_bar, q_smem.index(w).reshape([1, 1, BLOCK_M, HEAD_DIM])
         )
-    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL)):
+    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
         slot = j % STAGES
         mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)
         mbarrier.expect(k_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
@@ -107,6 +109,7 @@ def _consumer(
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
     """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)``: O (by TMA) and L (natural log).
@@ -158,7 +161,7 @@ def _consumer(
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
     masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
     mbarrier.wait(q_bar, 0)
-    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL)):
+    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
         slot = j % STAGES
         # The previous tile's P V (and row sums): its slot is free.
         if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
@@ -197,6 +200,10 @@ def _consumer(
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
         mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        if BLOCK_N < 128:
+            # Left in flight into the next step, this product makes ptxas serialize every product of the
+            # kernel at 64-key tiles (C7512, "insufficient register resources"; benchmarks/NOTES.md, v69).
+            acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
     if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
@@ -226,6 +233,7 @@ def _hopper_forward_kernel(
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
 ):
     # Programs start in the order of their ids (the hardware's dispatch order). Causal: the query tiles with
     # the most keys first, across head_group pairs at a time, so that the launch ends on the lightest ones.
@@ -288,8 +296,8 @@ def _hopper_forward_kernel(
     )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
-            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
+            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N, 0)),
+            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N, 1)),
             (
                 _loader,
                 (
@@ -310,6 +318,7 @@ def _hopper_forward_kernel(
                     n_ctx,
                     CAUSAL,
                     HEAD_DIM,
+                    BLOCK_N,
                 ),
             ),
         ],
@@ -321,12 +330,21 @@ def _hopper_forward_kernel(
     )
 
 
-# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66),
-# by (head dim, causal): the fewest keys per sequence. At head dim 128 from (8, 16, 1024): 0.93x the Triton kernel's
-# time, 0.82-0.89x from 2048 up. At head dim 64 from 4096 keys: causal 0.86-0.98x at eleven shapes up to
-# (4, 16, 16384) with any number of (batch, head) pairs (host-bound at (1, 16, 4096)), non-causal 0.97-0.98x at
-# three; at 2048 keys 1.02-1.03x.
-MIN_SEQ_LEN = {(64, True): 4096, (64, False): 4096, (128, True): 1024, (128, False): 1024}
+# Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41,
+# v66, v69), by (head dim, causal): the fewest keys per sequence. At head dim 128 from (8, 16, 1024): 0.93x the
+# Triton kernel's time, 0.82-0.89x from 2048 up. At head dim 64 from 4096 keys: causal 0.86-0.98x at eleven shapes
+# up to (4, 16, 16384) with any number of (batch, head) pairs (host-bound at (1, 16, 4096)), non-causal
+# 0.97-0.98x at three; at 2048 keys 1.02-1.03x. At head dim 256 causal 0.63-0.64x at four shapes from
+# (1, 3, 1000), non-causal 0.69x at (2, 16, 4096) and 1.28x at (1, 3, 1000), where three heads leave most
+# multiprocessors idle.
+MIN_SEQ_LEN = {
+    (64, True): 4096,
+    (64, False): 4096,
+    (128, True): 1024,
+    (128, False): 1024,
+    (256, True): 1024,
+    (256, False): 4096,
+}
 
 
 def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
@@ -334,7 +352,7 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
     ``tma_strides`` those of q, k and v) and at least :data:`MIN_SEQ_LEN` keys per sequence for its
     (head dim, mask). ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
     if not _hopper.enabled("forward") or not _hopper.layout_supported(
-        q_shape, k_shape, tma_strides, dtype, device, aligned
+        "forward", q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
     _, _, n, head_dim = q_shape
@@ -353,15 +371,16 @@ class HopperForward:
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
         self.head_dim, self.causal, self.negative_scale = head_dim, causal, softmax_scale < 0
+        self.block_n = KEYS_PER_TILE[head_dim]
         self.grid = (triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads,)
         self.scalars = (heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E)
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.q_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element)
-        self.kv_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element)
+        self.kv_layout = gl.NVMMASharedLayout.get_default_for([1, 1, self.block_n, head_dim], element)
         self.launched = False  # set once a call has compiled and launched the kernel
 
     def __call__(self, q, k, v, out, lse) -> None:
-        m, n, d = BLOCK_M.value, BLOCK_N.value, self.head_dim
+        m, n, d = BLOCK_M.value, self.block_n, self.head_dim
         _hopper_forward_kernel[self.grid](
             TensorDescriptor.from_tensor(q, [1, 1, m, d], self.q_layout),
             TensorDescriptor.from_tensor(k, [1, 1, n, d], self.kv_layout),
@@ -372,6 +391,7 @@ class HopperForward:
             CAUSAL=self.causal,
             NEGATIVE_SCALE=self.negative_scale,
             HEAD_DIM=d,
+            BLOCK_N=n,
             num_warps=NUM_WARPS.value,
         )
         self.launched = True

@@ -22,7 +22,7 @@ from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
 
 # The Triton release the kernels were written and measured with.
 TESTED_TRITON = "3.6."
-HEAD_DIMS = (64, 128)  # the head dimensions the kernels are laid out for
+HEAD_DIMS = {"forward": (64, 128, 256), "backward": (64, 128)}  # the head dimensions each kernel is laid out for
 SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
 
 # A kernel whose first call failed is not tried again in this process.
@@ -49,8 +49,8 @@ def below_thresholds():
     from flashattn2 import _gluon_backward, _gluon_forward  # they import this module
 
     lifted = {
-        (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS for causal in (False, True)},
-        (_gluon_backward, "MIN_SEQ_LEN"): dict.fromkeys(HEAD_DIMS, 0),
+        (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["forward"] for causal in (False, True)},
+        (_gluon_backward, "MIN_SEQ_LEN"): dict.fromkeys(HEAD_DIMS["backward"], 0),
         (_gluon_backward, "MIN_SCORES"): 0,
     }
     measured = {key: getattr(*key) for key in lifted}
@@ -69,17 +69,17 @@ def enabled(kind: str) -> bool:
     return not _failures[kind] and os.environ.get(SWITCHES[kind], "1") != "0"
 
 
-def layout_supported(q_shape, k_shape, tma_strides, dtype, device, aligned) -> bool:
-    """The conditions both kernels need: a Hopper GPU (compute capability 9.0) with :data:`TESTED_TRITON`,
-    fp16 or bf16, a head dim in :data:`HEAD_DIMS`, as many keys as queries, every pointer 16-byte aligned
-    (``aligned is True``), ``tma_strides`` (those of the tensors read by TMA) with unit last stride and
-    16-byte others, and 32-bit offsets for ``B * H * N * D``."""
+def layout_supported(kind: str, q_shape, k_shape, tma_strides, dtype, device, aligned) -> bool:
+    """The conditions the ``kind`` kernel ("forward" or "backward") needs: a Hopper GPU (compute capability
+    9.0) with :data:`TESTED_TRITON`, fp16 or bf16, a head dim in its :data:`HEAD_DIMS`, as many keys as
+    queries, every pointer 16-byte aligned (``aligned is True``), ``tma_strides`` (those of the tensors read
+    by TMA) with unit last stride and 16-byte others, and 32-bit offsets for ``B * H * N * D``."""
     if not triton.__version__.startswith(TESTED_TRITON):
         return False
     if device.type != "cuda" or KERNELS_INTERPRETED or torch.version.hip is not None:
         return False
     batch, heads, n, head_dim = q_shape
-    if head_dim not in HEAD_DIMS or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
+    if head_dim not in HEAD_DIMS[kind] or dtype not in (torch.float16, torch.bfloat16) or k_shape[2] != n:
         return False
     if aligned is not True or cuda_capability(device) != (9, 0):
         return False
