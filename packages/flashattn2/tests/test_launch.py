@@ -347,11 +347,11 @@ def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monk
     assert applies(shape=(8, 16, 1024, 128))
     assert not applies(shape=(8, 16, 512, 128))
     assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))  # grouped-query heads
-    assert applies(shape=(1, 16, 16384, 256))  # head dim 256: causal from 1024 keys, non-causal from 4096
+    assert applies(shape=(1, 16, 16384, 256))  # head dim 256: causal from 1024 keys, non-causal from 2048
     assert applies(shape=(4, 8, 1024, 256))
     assert not applies(shape=(4, 8, 512, 256))
-    assert applies(shape=(2, 16, 4096, 256), causal=False)
-    assert not applies(shape=(2, 16, 2048, 256), causal=False)
+    assert applies(shape=(4, 16, 2048, 256), causal=False)
+    assert not applies(shape=(8, 16, 1024, 256), causal=False)
     assert not applies(shape=(1, 16, 16384, 96))
     assert not applies(dtype=torch.float32)
     assert not applies(k_shape=(1, 16, 16000, 64))  # Nq != Nk
