@@ -14,7 +14,6 @@ import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
 from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
 from flashattn2._inputs import check_attention_inputs
-from flashattn2._launch import alignments
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
 
@@ -152,9 +151,7 @@ def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, c
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v)  # the default scale
     plan = backward.plan_for(q, q, k, v, q, causal, scale)
-    forward_plan = forward.forward_plan(
-        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, scale, alignments(q, k, v)
-    )
+    forward_plan = forward.plan_for(q, k, v, causal, scale)
     assert plan.hopper is not None and forward_plan.hopper is not None
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
     assert plan.hopper.launched and forward_plan.hopper.launched
@@ -175,9 +172,7 @@ def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
     # the backward runs the Triton kernels.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v) if scale is None else scale
-    forward_plan = forward.forward_plan(
-        q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal, scale, alignments(q, k, v)
-    )
+    forward_plan = forward.plan_for(q, k, v, causal, scale)
     assert forward_plan.hopper is not None
     assert_attention_matches_reference(
         lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale),

@@ -146,6 +146,7 @@ def _consumer(
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q_smem.dtype
+    MMA_ROW_SUMS: gl.constexpr = HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM
 
     r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
     rows = r0 + gl.arange(0, BLOCK_M, layout=row_layout)
@@ -153,7 +154,7 @@ def _consumer(
     q = q_smem.index(WARPGROUP)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)  # running row maximum, base 2
-    if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:  # running row sums, in ONES_WIDTH equal columns
+    if MMA_ROW_SUMS:  # running row sums, in ONES_WIDTH equal columns
         l_i = warpgroup_mma_init(gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout))
     else:
         l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
@@ -164,7 +165,7 @@ def _consumer(
     for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
         slot = j % STAGES
         # The previous tile's P V (and row sums): its slot is free.
-        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+        if MMA_ROW_SUMS:
             acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
@@ -188,14 +189,14 @@ def _consumer(
             m_new = gl.maximum(m_i, raw_max * qk_scale_log2)
             p = gl.exp2(s * qk_scale_log2 - m_new[:, None])
         alpha = gl.exp2(m_i - m_new)
-        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+        if MMA_ROW_SUMS:
             l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
         else:
             l_i = l_i * alpha + gl.sum(p, 1)
         m_i = m_new
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+        if MMA_ROW_SUMS:
             p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
         mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
@@ -204,7 +205,7 @@ def _consumer(
             # Left in flight into the next step, this product makes ptxas serialize every product of the
             # kernel at 64-key tiles (C7512, "insufficient register resources"; benchmarks/NOTES.md, v69).
             acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
-    if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
+    if MMA_ROW_SUMS:
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     else:

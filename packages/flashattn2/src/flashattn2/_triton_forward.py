@@ -17,7 +17,7 @@ query tile sees in full run without any mask; the tiles crossing the diagonal
 visited. Programs are numbered so that the query tiles with the most work start
 first, which shortens the tail of the launch.
 
-On a Hopper GPU, fp16 and bf16 at head dim 64 or 128 run the warp-specialized
+On a Hopper GPU, fp16 and bf16 at head dim 64, 128 or 256 run the warp-specialized
 kernel of :mod:`flashattn2._gluon_forward` instead (``hopper_forward_applies``
 says where).
 """
@@ -324,8 +324,8 @@ forward_plan = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(ForwardPlan)
 def triton_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention forward with the Triton kernel (on Hopper GPUs, fp16 and bf16 at head dim 64 or 128: the
-    Gluon kernel of :mod:`flashattn2._gluon_forward`).
+    """Attention forward with the Triton kernel (on Hopper GPUs, fp16 and bf16 at head dim 64, 128 or 256: the
+    Gluon kernel of :mod:`flashattn2._gluon_forward`, where ``hopper_forward_applies``).
 
     Arguments:
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)`` with ``H % Hkv == 0``; any
@@ -340,7 +340,12 @@ def triton_forward(
         float32, the natural-log logsumexp of each row's scaled scores (``-inf``
         for a row that sees no key).
     """
-    plan = forward_plan(
+    return on_its_device(plan_for(q, k, v, causal, softmax_scale), q.device, q, k, v)
+
+
+def plan_for(q, k, v, causal: bool, softmax_scale: float) -> ForwardPlan:
+    """The :class:`ForwardPlan` that :func:`triton_forward` runs for these tensors."""
+    return forward_plan(
         q.shape,
         q.stride(),
         k.shape,
@@ -352,4 +357,3 @@ def triton_forward(
         softmax_scale,
         alignments(q, k, v),
     )
-    return on_its_device(plan, q.device, q, k, v)
