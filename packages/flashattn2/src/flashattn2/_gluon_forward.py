@@ -7,7 +7,9 @@ One program per 128 query rows of one (batch, head) runs three partitions:
 - two consumer warpgroups, each its own partition, own 64 query rows each and run
   ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
   argument) and ``O += P V`` with P from registers, then store O by TMA and L.
-  At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``.
+  At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``. At head dim
+  128 each consumer issues the next tile's S before this tile's P V and runs the
+  next softmax while P V does (FlashAttention-3's intra-warpgroup overlap).
 
 Nothing keeps the two warpgroups in step (they meet only on the ring's slots), so
 one's softmax runs while the other's products use the tensor cores: the effect of
@@ -47,6 +49,10 @@ LN_2 = gl.constexpr(0.6931471805599453)  # L is stored in natural-log units
 # the tensor cores are busier, the extra product cost more than the additions (1.01-1.06x; benchmarks/NOTES.md, v66).
 MMA_ROW_SUMS_MAX_HEAD_DIM = gl.constexpr(64)
 ONES_WIDTH = gl.constexpr(8)  # the smallest N of a wgmma product
+# The head dim whose consumers overlap their own products with their softmax (FlashAttention-3's intra-warpgroup
+# overlap): 0.94-0.97x the time at ten head-dim-128 shapes; 1.02-1.04x at 64, where the products are short beside
+# the softmax; at 256 ptxas serializes the products (C7512) and spills (benchmarks/NOTES.md, v72).
+OVERLAP_HEAD_DIM = gl.constexpr(128)
 # (batch, head) pairs whose causal query tiles are interleaved, heaviest first: one pair at a time starts its
 # heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
 # 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
@@ -73,7 +79,8 @@ def _loader(
     q_bar,
     k_ready,
     v_ready,
-    kv_empty,
+    k_empty,
+    v_empty,
     b,
     h,
     hk,
@@ -91,15 +98,214 @@ def _loader(
         )
     for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
         slot = j % STAGES
-        mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)
+        phase = ((j // STAGES) & 1) ^ 1
+        # With the overlap a K slot is free once its S is done and a V slot once its P V is; without it the
+        # consumers release the whole slot once P V is done, on v_empty.
+        if HEAD_DIM == OVERLAP_HEAD_DIM:
+            mbarrier.wait(k_empty.index(slot), phase)
+        else:
+            mbarrier.wait(v_empty.index(slot), phase)
         mbarrier.expect(k_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
         tma.async_copy_global_to_shared(
             k_desc, [b, hk, j * BLOCK_N, 0], k_ready.index(slot), k_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
+        if HEAD_DIM == OVERLAP_HEAD_DIM:
+            mbarrier.wait(v_empty.index(slot), phase)
         mbarrier.expect(v_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
         tma.async_copy_global_to_shared(
             v_desc, [b, hk, j * BLOCK_N, 0], v_ready.index(slot), v_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
+
+
+@gluon.jit
+def _softmax(
+    s,
+    j,
+    m_i,
+    rows,
+    offs_n,
+    masked_from,
+    n_ctx,
+    qk_scale_log2,
+    CAUSAL: gl.constexpr,
+    NEGATIVE_SCALE: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+):
+    """The online softmax of key tile ``j``'s raw scores ``s`` (fp32, ``(BLOCK_M, BLOCK_N)``): P (fp32, not
+    normalized), the factor ``alpha = 2^(m_i - m_new)`` for what was summed before, and the new row maximum
+    ``m_new`` (base 2)."""
+    if j >= masked_from:
+        keys = j * BLOCK_N + offs_n
+        visible = (keys < n_ctx)[None, :]
+        if CAUSAL:
+            visible = visible & (keys[None, :] <= rows[:, None])
+        s2 = gl.where(visible, s * qk_scale_log2, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s2, 1))
+        p = gl.exp2(s2 - m_new[:, None])
+    else:
+        # The scale inside the exponent's argument (one FMA per score): the row maximum of the scaled
+        # scores is the scaled maximum of the raw ones, or their minimum when the scale is negative.
+        raw_max = gl.min(s, 1) if NEGATIVE_SCALE else gl.max(s, 1)
+        m_new = gl.maximum(m_i, raw_max * qk_scale_log2)
+        p = gl.exp2(s * qk_scale_log2 - m_new[:, None])
+    return p, gl.exp2(m_i - m_new), m_new
+
+
+@gluon.jit
+def _steps_in_turn(
+    q,
+    k_smem,
+    v_smem,
+    k_ready,
+    v_ready,
+    kv_empty,
+    ones_smem,
+    n_kv,
+    rows,
+    offs_n,
+    masked_from,
+    n_ctx,
+    qk_scale_log2,
+    CAUSAL: gl.constexpr,
+    NEGATIVE_SCALE: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+):
+    """The key tiles of one consumer, each step's products in turn: S, its softmax, P V; a ring slot is released
+    (on ``kv_empty``) once its P V is done. Returns O's unnormalized accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``),
+    the row sums and row maxima (base 2) of P, with every product complete."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    sums_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, ONES_WIDTH, 16]
+    )
+    p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    dtype: gl.constexpr = q.dtype
+    MMA_ROW_SUMS: gl.constexpr = HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM
+
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
+    if MMA_ROW_SUMS:  # running row sums, in ONES_WIDTH equal columns
+        l_i = warpgroup_mma_init(gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout))
+    else:
+        l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
+    acc = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout))
+    for j in range(n_kv):
+        slot = j % STAGES
+        # The previous tile's P V (and row sums): its slot is free.
+        if MMA_ROW_SUMS:
+            acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if j > 0:
+            mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
+        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        p, alpha, m_i = _softmax(
+            s, j, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
+        )
+        if MMA_ROW_SUMS:
+            l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
+        else:
+            l_i = l_i * alpha + gl.sum(p, 1)
+        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        if MMA_ROW_SUMS:
+            p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
+            l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
+        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        if BLOCK_N < 128:
+            # Left in flight into the next step, this product makes ptxas serialize every product of the
+            # kernel at 64-key tiles (C7512, "insufficient register resources"; benchmarks/NOTES.md, v69).
+            acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
+    if MMA_ROW_SUMS:
+        acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
+        l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
+    else:
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return acc, l_i, m_i
+
+
+@gluon.jit
+def _steps_overlapped(
+    q,
+    k_smem,
+    v_smem,
+    k_ready,
+    v_ready,
+    k_empty,
+    v_empty,
+    n_kv,
+    rows,
+    offs_n,
+    masked_from,
+    n_ctx,
+    qk_scale_log2,
+    CAUSAL: gl.constexpr,
+    NEGATIVE_SCALE: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+):
+    """As :func:`_steps_in_turn`, with FlashAttention-3's intra-warpgroup overlap: each step issues the next
+    tile's S before this tile's P V and runs the next tile's softmax while P V does. A K slot is released
+    once its S is done, a V slot once its P V is; the loader refills K a step ahead."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    dtype: gl.constexpr = q.dtype
+
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    mbarrier.wait(k_ready.index(0), 0)
+    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    p, alpha, m_i = _softmax(
+        s, 0, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
+    )
+    l_i = gl.sum(p, 1)
+    # P in the product's dtype at once: P V reads it from registers while the next softmax runs beside it.
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    for j in range(n_kv - 1):
+        slot = j % STAGES
+        nxt = (j + 1) % STAGES
+        mbarrier.wait(k_ready.index(nxt), ((j + 1) // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(nxt).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S done, P V still running
+        mbarrier.arrive(k_empty.index(nxt))
+        p, alpha, m_i = _softmax(
+            s, j + 1, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
+        )
+        l_i = l_i * alpha + gl.sum(p, 1)
+        p_next = gl.convert_layout(p.to(dtype), p_layout)
+        # P's registers stay live until P V is done.
+        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+        mbarrier.arrive(v_empty.index(slot))
+        p_op = p_next
+    slot = (n_kv - 1) % STAGES
+    acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+    mbarrier.wait(v_ready.index(slot), ((n_kv - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return acc, l_i, m_i
 
 
 @gluon.jit
@@ -124,7 +330,8 @@ def _consumer(
         q_bar,
         k_ready,
         v_ready,
-        kv_empty,
+        k_empty,
+        v_empty,
         b,
         h,
         heads,
@@ -138,80 +345,58 @@ def _consumer(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
     )
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    sums_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, ONES_WIDTH, 16]
-    )
-    p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
-    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
-    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q_smem.dtype
-    MMA_ROW_SUMS: gl.constexpr = HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM
 
     r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
-    rows = r0 + gl.arange(0, BLOCK_M, layout=row_layout)
+    rows = r0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     q = q_smem.index(WARPGROUP)
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)  # running row maximum, base 2
-    if MMA_ROW_SUMS:  # running row sums, in ONES_WIDTH equal columns
-        l_i = warpgroup_mma_init(gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout))
-    else:
-        l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
-    acc = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout))
+    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
     masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
     mbarrier.wait(q_bar, 0)
-    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
-        slot = j % STAGES
-        # The previous tile's P V (and row sums): its slot is free.
-        if MMA_ROW_SUMS:
-            acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
-        else:
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        if j > 0:
-            mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        if j >= masked_from:
-            keys = j * BLOCK_N + offs_n
-            visible = (keys < n_ctx)[None, :]
-            if CAUSAL:
-                visible = visible & (keys[None, :] <= rows[:, None])
-            s2 = gl.where(visible, s * qk_scale_log2, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s2, 1))
-            p = gl.exp2(s2 - m_new[:, None])
-        else:
-            # The scale inside the exponent's argument (one FMA per score): the row maximum of the scaled
-            # scores is the scaled maximum of the raw ones, or their minimum when the scale is negative.
-            raw_max = gl.min(s, 1) if NEGATIVE_SCALE else gl.max(s, 1)
-            m_new = gl.maximum(m_i, raw_max * qk_scale_log2)
-            p = gl.exp2(s * qk_scale_log2 - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        if MMA_ROW_SUMS:
-            l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
-        else:
-            l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
-        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        if MMA_ROW_SUMS:
-            p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
-            l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
-        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-        if BLOCK_N < 128:
-            # Left in flight into the next step, this product makes ptxas serialize every product of the
-            # kernel at 64-key tiles (C7512, "insufficient register resources"; benchmarks/NOTES.md, v69).
-            acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
-    if MMA_ROW_SUMS:
-        acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
-        l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
+    if HEAD_DIM == OVERLAP_HEAD_DIM:
+        acc, l_i, m_i = _steps_overlapped(
+            q,
+            k_smem,
+            v_smem,
+            k_ready,
+            v_ready,
+            k_empty,
+            v_empty,
+            n_kv,
+            rows,
+            offs_n,
+            masked_from,
+            n_ctx,
+            qk_scale_log2,
+            CAUSAL,
+            NEGATIVE_SCALE,
+            HEAD_DIM,
+            BLOCK_N,
+        )
     else:
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        acc, l_i, m_i = _steps_in_turn(
+            q,
+            k_smem,
+            v_smem,
+            k_ready,
+            v_ready,
+            v_empty,  # releases a whole slot here
+            ones_smem,
+            n_kv,
+            rows,
+            offs_n,
+            masked_from,
+            n_ctx,
+            qk_scale_log2,
+            CAUSAL,
+            NEGATIVE_SCALE,
+            HEAD_DIM,
+            BLOCK_N,
+        )
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
-    o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
+    o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
     o_smem = q_smem.index(WARPGROUP)  # every S of this warpgroup is done: its Q tile is free
     o_smem.store(o.to(dtype))
     fence_async_shared()
@@ -262,12 +447,14 @@ def _hopper_forward_kernel(
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(kv_empty.index(i), count=2)  # both consumers
+        mbarrier.init(k_empty.index(i), count=2)  # both consumers
+        mbarrier.init(v_empty.index(i), count=2)
     if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
         ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_WIDTH, BLOCK_N], dtype)
         ones_smem = gl.allocate_shared_memory(dtype, [ONES_WIDTH, BLOCK_N], ones_layout)
@@ -287,7 +474,8 @@ def _hopper_forward_kernel(
         q_bar,
         k_ready,
         v_ready,
-        kv_empty,
+        k_empty,
+        v_empty,
         b,
         h,
         heads,
@@ -311,7 +499,8 @@ def _hopper_forward_kernel(
                     q_bar,
                     k_ready,
                     v_ready,
-                    kv_empty,
+                    k_empty,
+                    v_empty,
                     b,
                     h,
                     hk,
