@@ -521,13 +521,14 @@ def _hopper_forward_kernel(
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
-# v72), by (head dim, causal): the fewest keys per sequence. At head dim 128 from (8, 16, 1024): 0.84-0.89x the Triton
-# kernel's time, 0.78-0.83x from 2048 up; at 512 keys 0.89-0.96x, or slower where the host's launch time decides (2.37x
-# at (8, 16, 512) causal on a slow host). At head dim 64 from 4096 keys: causal 0.86-0.98x at eleven shapes up to
-# (4, 16, 16384) with any number of (batch, head) pairs (host-bound at (1, 16, 4096)), non-causal 0.97-0.98x at three; at
-# 2048 keys 1.02-1.03x. At head dim 256 causal 0.63-0.67x at five shapes from (1, 3, 1000) and (8, 16, 1024) up (1.11x
-# at (8, 16, 512)), non-causal 0.67-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads
-# leave most multiprocessors idle.
+# v72), by (head dim, causal): the fewest keys per sequence.
+# - Head dim 128, from (8, 16, 1024): 0.84-0.89x the Triton kernel's time, 0.78-0.83x from 2048 keys up; at 512 keys
+#   0.89-0.96x, or slower where the host's launch time decides (2.37x at (8, 16, 512) causal on a slow host).
+# - Head dim 64, from 4096 keys: causal 0.86-0.98x at eleven shapes up to (4, 16, 16384) with any number of
+#   (batch, head) pairs (host-bound at (1, 16, 4096)), non-causal 0.97-0.98x at three; at 2048 keys 1.02-1.03x.
+# - Head dim 256: causal 0.63-0.67x at five shapes from (1, 3, 1000) and (8, 16, 1024) up (1.11x at (8, 16, 512)),
+#   non-causal 0.67-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads leave most
+#   multiprocessors idle.
 MIN_SEQ_LEN = {
     (64, True): 4096,
     (64, False): 4096,
