@@ -59,6 +59,12 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 CAUSAL_HEAD_GROUP = 4
 
 
+@gluon.constexpr_function
+def _accumulator_layout(columns):
+    """The register layout of a warpgroup product's fp32 accumulator of BLOCK_M rows and ``columns`` columns."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])
+
+
 @gluon.jit
 def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
     """How many key tiles of BLOCK_N keys the program of query tile ``m_tile`` (2 x BLOCK_M rows) visits."""
@@ -118,22 +124,12 @@ def _loader(
 
 
 @gluon.jit
-def _softmax(
-    s,
-    j,
-    m_i,
-    rows,
-    offs_n,
-    masked_from,
-    n_ctx,
-    qk_scale_log2,
-    CAUSAL: gl.constexpr,
-    NEGATIVE_SCALE: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-):
+def _softmax(s, j, m_i, softmax_args, CAUSAL: gl.constexpr, NEGATIVE_SCALE: gl.constexpr, BLOCK_N: gl.constexpr):
     """The online softmax of key tile ``j``'s raw scores ``s`` (fp32, ``(BLOCK_M, BLOCK_N)``): P (fp32, not
     normalized), the factor ``alpha = 2^(m_i - m_new)`` for what was summed before, and the new row maximum
-    ``m_new`` (base 2)."""
+    ``m_new`` (base 2). ``softmax_args``: the consumer's query rows, the key offsets within a tile, the first key
+    tile that needs a mask, the sequence length and the softmax scale times log2(e)."""
+    rows, offs_n, masked_from, n_ctx, qk_scale_log2 = softmax_args
     if j >= masked_from:
         keys = j * BLOCK_N + offs_n
         visible = (keys < n_ctx)[None, :]
@@ -154,18 +150,11 @@ def _softmax(
 @gluon.jit
 def _steps_in_turn(
     q,
-    k_smem,
-    v_smem,
-    k_ready,
-    v_ready,
+    ring,
     kv_empty,
     ones_smem,
     n_kv,
-    rows,
-    offs_n,
-    masked_from,
-    n_ctx,
-    qk_scale_log2,
+    softmax_args,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -173,17 +162,13 @@ def _steps_in_turn(
 ):
     """The key tiles of one consumer, each step's products in turn: S, its softmax, P V; a ring slot is released
     (on ``kv_empty``) once its P V is done. Returns O's unnormalized accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``),
-    the row sums and row maxima (base 2) of P, with every product complete."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
+    the row sums and row maxima (base 2) of P, with every product complete. ``ring``: the K and V tiles and their
+    ready barriers; ``softmax_args``: as :func:`_softmax` takes them."""
+    k_smem, v_smem, k_ready, v_ready = ring
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    sums_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, ONES_WIDTH, 16]
-    )
+    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH)
     p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -209,9 +194,7 @@ def _steps_in_turn(
         mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        p, alpha, m_i = _softmax(
-            s, j, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
-        )
+        p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
         if MMA_ROW_SUMS:
             l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
         else:
@@ -238,18 +221,11 @@ def _steps_in_turn(
 @gluon.jit
 def _steps_overlapped(
     q,
-    k_smem,
-    v_smem,
-    k_ready,
-    v_ready,
+    ring,
     k_empty,
     v_empty,
     n_kv,
-    rows,
-    offs_n,
-    masked_from,
-    n_ctx,
-    qk_scale_log2,
+    softmax_args,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -258,12 +234,9 @@ def _steps_overlapped(
     """As :func:`_steps_in_turn`, with FlashAttention-3's intra-warpgroup overlap: each step issues the next
     tile's S before this tile's P V and runs the next tile's softmax while P V does. A K slot is released
     once its S is done, a V slot once its P V is; the loader refills K a step ahead."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
+    k_smem, v_smem, k_ready, v_ready = ring
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q.dtype
@@ -274,9 +247,7 @@ def _steps_overlapped(
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(0))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    p, alpha, m_i = _softmax(
-        s, 0, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
-    )
+    p, alpha, m_i = _softmax(s, 0, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
     l_i = gl.sum(p, 1)
     # P in the product's dtype at once: P V reads it from registers while the next softmax runs beside it.
     p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -291,9 +262,7 @@ def _steps_overlapped(
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S done, P V still running
         mbarrier.arrive(k_empty.index(nxt))
-        p, alpha, m_i = _softmax(
-            s, j + 1, m_i, rows, offs_n, masked_from, n_ctx, qk_scale_log2, CAUSAL, NEGATIVE_SCALE, BLOCK_N
-        )
+        p, alpha, m_i = _softmax(s, j + 1, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
         l_i = l_i * alpha + gl.sum(p, 1)
         p_next = gl.convert_layout(p.to(dtype), p_layout)
         # P's registers stay live until P V is done.
@@ -339,12 +308,8 @@ def _consumer(
         n_ctx,
         qk_scale_log2,
     ) = consumer_args
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     dtype: gl.constexpr = q_smem.dtype
 
     r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
@@ -355,45 +320,15 @@ def _consumer(
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
     masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
     mbarrier.wait(q_bar, 0)
+    ring = (k_smem, v_smem, k_ready, v_ready)
+    softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
     if HEAD_DIM == OVERLAP_HEAD_DIM:
         acc, l_i, m_i = _steps_overlapped(
-            q,
-            k_smem,
-            v_smem,
-            k_ready,
-            v_ready,
-            k_empty,
-            v_empty,
-            n_kv,
-            rows,
-            offs_n,
-            masked_from,
-            n_ctx,
-            qk_scale_log2,
-            CAUSAL,
-            NEGATIVE_SCALE,
-            HEAD_DIM,
-            BLOCK_N,
+            q, ring, k_empty, v_empty, n_kv, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
-    else:
+    else:  # v_empty releases a whole slot
         acc, l_i, m_i = _steps_in_turn(
-            q,
-            k_smem,
-            v_smem,
-            k_ready,
-            v_ready,
-            v_empty,  # releases a whole slot here
-            ones_smem,
-            n_kv,
-            rows,
-            offs_n,
-            masked_from,
-            n_ctx,
-            qk_scale_log2,
-            CAUSAL,
-            NEGATIVE_SCALE,
-            HEAD_DIM,
-            BLOCK_N,
+            q, ring, v_empty, ones_smem, n_kv, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
