@@ -187,6 +187,19 @@ def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 
 @hopper_only
 @pytest.mark.parametrize("head_dim", [64, 128])
+def test_persistent_hopper_backward_takes_several_items_per_program(hopper_at_small_shapes, monkeypatch, head_dim):
+    # A full walk's programs take its work items (a key tile of a k/v head) in turn. As an MPS client with 15% of
+    # an H100 (19 of 132 multiprocessors), 68 items of a ragged length with grouped-query heads fall to 19.
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "15")
+    q, k, v = _inputs((2, 4, 2100, head_dim), (2, 2, 2100, head_dim), torch.bfloat16)
+    plan = backward.plan_for(q, q, k, v, q, False, check_attention_inputs(q, k, v))
+    assert plan.hopper is not None and plan.hopper.items >= 3 * plan.hopper.grid[0]
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=False)
+    assert plan.hopper.launched
+
+
+@hopper_only
+@pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("scale", [-0.3, 0.0])
 def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):
     # Masked scores times a negative scale: the causal diagonal and the ragged last key tile.

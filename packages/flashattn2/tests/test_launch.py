@@ -382,18 +382,23 @@ def test_a_hopper_forward_that_fails_on_its_first_call_falls_back_to_the_triton_
     forward.forward_plan.cache_clear()
 
 
-def test_the_hopper_backward_gives_causal_grouped_heads_one_program_per_query_head(on_a_hopper_gpu):
+def test_the_hopper_backward_gives_causal_grouped_heads_one_program_per_query_head(on_a_hopper_gpu, monkeypatch):
     from flashattn2._gluon_backward import HopperBackward
 
     q_shape, k_shape = (2, 32, 4096, 128), (2, 8, 4096, 128)
     strides = contiguous_strides(q_shape)
 
     def backward(k_shape, causal):
-        return HopperBackward(q_shape, k_shape, strides, strides, torch.bfloat16, torch.device("cpu"), causal, 0.1)
+        device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors
+        return HopperBackward(q_shape, k_shape, strides, strides, torch.bfloat16, device, causal, 0.1)
 
     key_tiles = 4096 // 128
     causal = backward(k_shape, True)
-    assert causal.per_query_head and causal.grid == (key_tiles * 2 * 32,)
-    full = backward(k_shape, False)  # non-causal walks are equally long: one program per k/v head
-    assert not full.per_query_head and full.grid == (key_tiles * 2 * 8,)
+    assert causal.per_query_head and causal.items == key_tiles * 2 * 32 and causal.grid == (causal.items,)
+    # Non-causal walks are equally long: a work item per (key tile, k/v head), taken in turn by persistent
+    # programs, one per multiprocessor (or per multiprocessor of an MPS client's share).
+    full = backward(k_shape, False)
+    assert not full.per_query_head and full.items == key_tiles * 2 * 8 and full.grid == (132,)
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+    assert backward(k_shape, False).grid == (33,)
     assert not backward(q_shape, True).per_query_head

@@ -3,16 +3,22 @@
 Gluon (``triton.experimental.gluon``, Triton 3.6) exposes what the Triton
 kernels of :mod:`flashattn2._triton_backward` cannot: Hopper's asynchronous
 warpgroup products with explicit waits, TMA, mbarriers and warp specialization.
-One program per 128-key tile of a (batch, k/v head) runs four partitions:
+A work item is a 128-key tile of a (batch, k/v head); a program takes one
+(causal) or several in turn (non-causal: persistent, one program per
+multiprocessor) and runs four partitions:
 
-- a loader warp brings K and V once, then Q, dO, L and Delta of each query
-  tile (128 rows at head dim 64, 64 at 128) by TMA into a two-slot ring;
+- a loader warp brings an item's K and V once, then Q, dO, L and Delta of each
+  query tile (128 rows at head dim 64, 64 at 128) by TMA into a two-slot ring;
 - two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV and
   dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
   product): 64 query rows each of a 128-row tile, or half of the head
-  dimension of a 64-row one; each hands its dQ piece to shared memory;
+  dimension of a 64-row one; each hands its dQ piece to shared memory. At the
+  item's end they write dK and dV: in a persistent program through their rows
+  of the K and V buffers by TMA, then release the buffers to the next item's K
+  and V; in a causal one from registers;
 - two dQ writer warps, taking alternate query tiles, add the dQ tiles to an
-  fp32 workspace with TMA bulk reduce-adds.
+  fp32 workspace with TMA bulk reduce-adds; in a persistent program their last
+  adds of an item overlap the next item's start.
 
 With grouped-query heads a program walks every query head of its k/v head in
 turn; causal ones instead take one query head each and leave dK and dV in fp32
@@ -23,11 +29,11 @@ order (the order in which the walk reaches it: from the diagonal's key tile
 down), behind a counter per (batch, head, query tile) that each writer waits on
 (acquire) and increments once its add has completed (release); the first key
 tile in the order stores instead of adding, so the workspace needs no zeroing.
-Programs take their key tile from a ticket counter in descending key order, so
-every program a causal one waits on started before it; the non-causal walk
-(each program starts at its own diagonal and wraps around) needs all key tiles
-of a head resident at once, hence :func:`hopper_backward_applies`'s bound on
-the sequence length.
+Causal programs take their key tile from a ticket counter in descending key
+order, so every program a causal one waits on started before it; the
+non-causal walk (each key tile starts at its own diagonal and wraps around)
+needs all key tiles of a head in progress at once, on distinct programs, hence
+:func:`hopper_backward_applies`'s bound on the sequence length.
 
 Layers: the Gluon partitions and kernel; Triton kernels around it
 (``_prologue_kernel``: Delta and zeroed counters;
@@ -74,6 +80,7 @@ SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup pro
 BLOCK_N = gl.constexpr(128)  # keys per program: two consumer warpgroups of 64
 DQ_COLS = gl.constexpr(64)  # dQ columns per consumer warpgroup and step: all of 64, half of 128
 STAGES = gl.constexpr(2)  # slots of the Q/dO/L/Delta ring, and dS buffers
+SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: dK and dV are written in such blocks
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
 
 
@@ -150,40 +157,81 @@ def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
 
 
 @gluon.jit
-def _loader(
-    q_desc,
-    k_desc,
-    v_desc,
-    do_desc,
-    lse_desc,
-    delta_desc,
-    q_smem,
-    do_smem,
-    k_smem,
-    v_smem,
-    ld_smem,
-    kv_bar,
-    q_ready,
-    q_empty,
-    b,
-    hk,
-    h0,
-    n,
-    n_heads,
-    heads,
-    n_ctx,
-    q_tiles,
-    key_tiles,
-    CAUSAL: gl.constexpr,
-    HEAD_DIM: gl.constexpr,
-):
-    """K and V once; then Q, dO, L, Delta of each visited query tile into the ring."""
+def _item(item, heads, group, key_tiles, PER_QUERY_HEAD: gl.constexpr):
+    """Work item -> (key tile, batch, k/v head, first query head, query heads walked, dK/dV head)."""
+    n = key_tiles - 1 - item % key_tiles
+    if PER_QUERY_HEAD:  # one query head per item; dK and dV go to its rows of a workspace
+        bh = item // key_tiles
+        b = bh // heads
+        h0 = bh % heads
+        hk = h0 // group
+        n_heads = 1
+        dkv_head = h0
+    else:  # every query head of k/v head hk in turn
+        kv_heads = heads // group
+        b = item // key_tiles // kv_heads
+        hk = item // key_tiles % kv_heads
+        h0 = hk * group
+        n_heads = group
+        dkv_head = hk
+    return n, b, hk, h0, n_heads, dkv_head
+
+
+@gluon.jit
+def _phase(item, first, stride):
+    """The parity of a program's work items before ``item`` (its items: ``first``, ``first + stride``, ...): the
+    phase of its per-item barriers."""
+    return ((item - first) // stride) & 1
+
+
+@gluon.jit
+def _loader(loader_args, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, PER_QUERY_HEAD: gl.constexpr):
+    """This program's work items (``schedule``, see the kernel), each by :func:`_load_item`."""
+    if CAUSAL:  # one item per program
+        _load_item(loader_args, schedule, 0, gl.to_tensor(0), CAUSAL, HEAD_DIM)
+    else:
+        first, stride, items, heads, group, key_tiles = schedule
+        it = 0
+        for item in range(first, items, stride):
+            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            it = _load_item(loader_args, where, _phase(item, first, stride), it, CAUSAL, HEAD_DIM)
+
+
+@gluon.jit
+def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """The work item at ``where`` (:func:`_item`'s tuple): its K and V once the consumers have written out the
+    previous item's (``phase``: the parity of the program's items before it), then Q, dO, L and Delta of each
+    query tile it visits into the ring, from ring step ``it`` on. Returns the ring step after the item's."""
+    (
+        q_desc,
+        k_desc,
+        v_desc,
+        do_desc,
+        lse_desc,
+        delta_desc,
+        q_smem,
+        do_smem,
+        k_smem,
+        v_smem,
+        ld_smem,
+        kv_bar,
+        kv_empty,
+        q_ready,
+        q_empty,
+        heads,
+        n_ctx,
+        q_tiles,
+        key_tiles,
+    ) = loader_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    n, b, hk, h0, n_heads, _ = where
+    if not CAUSAL:
+        mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are written out
     mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
-    tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
-    tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
+    kv_block = [b, hk, n * BLOCK_N, 0]
+    tma.async_copy_global_to_shared(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
+    tma.async_copy_global_to_shared(v_desc, kv_block, kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
-    it = 0
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
@@ -209,36 +257,49 @@ def _loader(
                     do_smem.index(slot).reshape([1, 1, BLOCK_M, HEAD_DIM]),
                 )
                 it += 1
+    return it
 
 
 @gluon.jit
 def _dq_writer(
     writer_args,
+    schedule,
     CAUSAL: gl.constexpr,
     WRITER: gl.constexpr,
     HEAD_DIM: gl.constexpr,
+    PER_QUERY_HEAD: gl.constexpr,
 ):
-    """Writer ``WRITER`` of two: adds the dQ tiles of every other step, each in its turn on the query tile (the
-    first in the order stores).
-    ``writer_args``: the kernel's run-time arguments, named where unpacked."""
+    """This program's work items (``schedule``, see the kernel), each by :func:`_write_item`."""
+    if CAUSAL:  # one item per program
+        _write_item(writer_args, schedule, gl.to_tensor(0), CAUSAL, WRITER, HEAD_DIM)
+    else:
+        first, stride, items, heads, group, key_tiles = schedule
+        it = 0
+        for item in range(first, items, stride):
+            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            it = _write_item(writer_args, where, it, CAUSAL, WRITER, HEAD_DIM)
+
+
+@gluon.jit
+def _write_item(writer_args, where, it, CAUSAL: gl.constexpr, WRITER: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Writer ``WRITER`` of two, the work item at ``where`` (:func:`_item`'s tuple): adds the dQ tiles of every
+    other step (from step ``it`` of the program's walk on), each in its turn on the query tile (the first in the
+    order stores). Returns the step after the item's. ``writer_args``: the kernel's run-time arguments, named
+    where unpacked."""
     (
         dq_desc,
         dq_smem,
         dq_full,
         dq_empty,
         counters,
-        b,
-        h0,
-        n,
-        n_heads,
         heads,
         q_tiles,
         key_tiles,
     ) = writer_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+    n, b, _, h0, n_heads, _ = where
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
-    it = 0
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
@@ -272,17 +333,78 @@ def _dq_writer(
                     gl.atomic_add(counter, 1, sem="release", scope="gpu")
                     mbarrier.arrive(dq_empty.index(buf))
                 it += 1
+    return it
+
+
+@gluon.jit
+def _store_dk_dv_from_registers(dk, dv, dk_ptr, dv_ptr, b, head, first_key, n_ctx, stride_b, stride_h, stride_n):
+    """Rows ``[first_key, +KEYS)`` of dk and dv (batch ``b``, head ``head``; rows past ``n_ctx`` skipped) = dK and
+    dV (KEYS x D fp32 in the products' register layout)."""
+    layout: gl.constexpr = dk.type.layout
+    rows = first_key + gl.arange(0, dk.shape[0], layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, dk.shape[1], layout=gl.SliceLayout(0, layout))
+    offs = b * stride_b + head * stride_h + rows[:, None] * stride_n + cols[None, :]
+    mask = (rows < n_ctx)[:, None]
+    gl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty), mask=mask)
+    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
+def _store_dk_dv_by_tma(
+    dk, dv, k_smem, v_smem, kv_done, phase, dk_desc, dv_desc, b, head, first_key, WARPGROUP: gl.constexpr
+):
+    """dK and dV (KEYS x D fp32 in the products' register layout) into consumer ``WARPGROUP``'s rows of the K and V
+    buffers, then to rows ``[first_key, +KEYS)`` of dk and dv (batch ``b``, head ``head``) by TMA, which clips rows
+    past the sequence's end (stored from registers, an instruction writes 16 bytes of each of 8 rows: NOTES v85).
+    V's rows are read only by this warpgroup's products; K's also by the other's dQ products, hence ``kv_done``
+    (phase ``phase``). Returns once the buffers' rows have been read."""
+    KEYS: gl.constexpr = dk.shape[0]
+    BLOCKS: gl.constexpr = dk.shape[1] // SWIZZLE_COLS
+    mbarrier.arrive(kv_done)
+    v_smem.slice(WARPGROUP * KEYS, KEYS).store(dv.to(v_smem.dtype))
+    mbarrier.wait(kv_done, phase)
+    k_smem.slice(WARPGROUP * KEYS, KEYS).store(dk.to(k_smem.dtype))
+    fence_async_shared()
+    # A 128-byte-swizzled buffer is laid out as its column blocks one after another, each of all its rows.
+    block_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    k_blocks = k_smem._reinterpret(k_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
+    v_blocks = v_smem._reinterpret(v_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
+    box: gl.constexpr = [1, 1, KEYS, SWIZZLE_COLS]
+    for c in gl.static_range(BLOCKS):
+        coord = [b, head, first_key, c * SWIZZLE_COLS]
+        tma.async_copy_shared_to_global(dk_desc, coord, k_blocks.index(2 * c + WARPGROUP).reshape(box))
+        tma.async_copy_shared_to_global(dv_desc, coord, v_blocks.index(2 * c + WARPGROUP).reshape(box))
+    tma.store_wait(0)
 
 
 @gluon.jit
 def _consumer(
     consumer_args,
+    schedule,
     CAUSAL: gl.constexpr,
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
+    PER_QUERY_HEAD: gl.constexpr,
 ):
-    """Keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col``.
-    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    """This program's work items (``schedule``, see the kernel), each by :func:`_consume_item`."""
+    if CAUSAL:  # one item per program
+        _consume_item(consumer_args, schedule, 0, gl.to_tensor(0), CAUSAL, WARPGROUP, HEAD_DIM)
+    else:
+        first, stride, items, heads, group, key_tiles = schedule
+        it = 0
+        for item in range(first, items, stride):
+            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            it = _consume_item(consumer_args, where, _phase(item, first, stride), it, CAUSAL, WARPGROUP, HEAD_DIM)
+
+
+@gluon.jit
+def _consume_item(
+    consumer_args, where, phase, it, CAUSAL: gl.constexpr, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr
+):
+    """The work item at ``where`` (:func:`_item`'s tuple): keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its
+    key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col`` of each visited query tile, from step
+    ``it`` of the program's walk on (``phase``: the parity of the program's items before this one). Returns the
+    step after the item's. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
     (
         q_smem,
         do_smem,
@@ -292,6 +414,8 @@ def _consumer(
         dq_smem,
         ld_smem,
         kv_bar,
+        kv_empty,
+        kv_done,
         q_ready,
         q_empty,
         ds_ready,
@@ -300,10 +424,8 @@ def _consumer(
         dq_empty,
         dk_ptr,
         dv_ptr,
-        b,
-        dkv_head,
-        n,
-        n_heads,
+        dk_desc,
+        dv_desc,
         n_ctx,
         q_tiles,
         key_tiles,
@@ -338,14 +460,14 @@ def _consumer(
     k_dq = _part(k_smem, _dq_col(WARPGROUP, HEAD_DIM) // DQ_COLS, DQ_COLS, 1)  # B of this piece's dQ
     zero_st = gl.zeros([KEYS, SUB_M], gl.float32, st_layout)
     zero_dq = gl.zeros([SUB_M, DQ_COLS], gl.float32, dq_layout)
+    offs_col = gl.arange(0, SUB_M, layout=col_layout)
+    n, b, _, _, n_heads, dkv_head = where
     dk = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
     dv = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
-    offs_col = gl.arange(0, SUB_M, layout=col_layout)
     keys = n * BLOCK_N + WARPGROUP * KEYS + gl.arange(0, KEYS, layout=row_layout)
     key_ok = keys < n_ctx
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
-    mbarrier.wait(kv_bar, 0)
-    it = 0
+    mbarrier.wait(kv_bar, phase)
     for _head in range(n_heads):  # the query heads this program walks
         for s in range(steps):
             j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
@@ -401,12 +523,17 @@ def _consumer(
                 it += 1
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
-    rows = n * BLOCK_N + WARPGROUP * KEYS + gl.arange(0, KEYS, layout=gl.SliceLayout(1, kv_layout))
-    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
-    offs = b * stride_dkb + dkv_head * stride_dkh + rows[:, None] * stride_dkn + cols[None, :]
-    mask = (rows < n_ctx)[:, None]
-    gl.store(dk_ptr + offs, (dk * softmax_scale).to(dk_ptr.dtype.element_ty), mask=mask)
-    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=mask)
+    first_key = n * BLOCK_N + WARPGROUP * KEYS
+    if CAUSAL:  # the program's only item: dK and dV from registers
+        _store_dk_dv_from_registers(
+            dk * softmax_scale, dv, dk_ptr, dv_ptr, b, dkv_head, first_key, n_ctx, stride_dkb, stride_dkh, stride_dkn
+        )
+    else:
+        _store_dk_dv_by_tma(
+            dk * softmax_scale, dv, k_smem, v_smem, kv_done, phase, dk_desc, dv_desc, b, dkv_head, first_key, WARPGROUP
+        )
+        mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
+    return it
 
 
 @gluon.jit
@@ -420,8 +547,11 @@ def _hopper_backward_kernel(
     delta_desc,
     dk_ptr,
     dv_ptr,
+    dk_desc,
+    dv_desc,
     counters,
     ticket,
+    items,
     heads,
     group,
     n_ctx,
@@ -436,25 +566,20 @@ def _hopper_backward_kernel(
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
 ):
-    if CAUSAL:  # the causal dq epilogue, this kernel's programmatic dependent, may start once every program has
+    # A work item is a key tile of a (batch, k/v head), or of a (batch, query head) with PER_QUERY_HEAD; items
+    # are numbered by (batch, head) and then by key tile descending.
+    if CAUSAL:
+        # the causal dq epilogue, this kernel's programmatic dependent, may start once every program has
         _ptx("griddepcontrol.launch_dependents;")
-    # Work in the order programs start, key tiles descending: a program only waits on started ones.
-    item = gl.atomic_add(ticket, 1)
-    n = key_tiles - 1 - item % key_tiles
-    if PER_QUERY_HEAD:  # one query head per program; dK and dV go to its rows of a workspace
-        bh = item // key_tiles
-        b = bh // heads
-        h0 = bh % heads
-        hk = h0 // group
-        n_heads = 1
-        dkv_head = h0
-    else:  # every query head of k/v head hk in turn
-        kv_heads = heads // group
-        b = item // key_tiles // kv_heads
-        hk = item // key_tiles % kv_heads
-        h0 = hk * group
-        n_heads = group
-        dkv_head = hk
+        # One item per program, in the order programs start: a program only waits on started ones. Its
+        # partitions take the item's coordinates.
+        schedule = _item(gl.atomic_add(ticket, 1), heads, group, key_tiles, PER_QUERY_HEAD)
+    else:
+        # Persistent: program p takes items p, p + grid, ... in turn. A head's key tiles wait on each other
+        # (the walk wraps around) and are consecutive items, so with at least as many programs as key tiles
+        # they run on distinct programs, all resident at once. The partitions number the items and locate
+        # each with _item.
+        schedule = (gl.program_id(0), gl.num_programs(0), items, heads, group, key_tiles)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
 
     dtype: gl.constexpr = q_desc.dtype
@@ -475,6 +600,8 @@ def _hopper_backward_kernel(
         gl.float32, [2 * STAGES, BLOCK_M], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     )
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -482,6 +609,8 @@ def _hopper_backward_kernel(
     dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
+    mbarrier.init(kv_empty, count=2)
+    mbarrier.init(kv_done, count=2)
     for i in gl.static_range(STAGES):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=2)
@@ -503,6 +632,8 @@ def _hopper_backward_kernel(
         dq_smem,
         ld_smem,
         kv_bar,
+        kv_empty,
+        kv_done,
         q_ready,
         q_empty,
         ds_ready,
@@ -511,10 +642,8 @@ def _hopper_backward_kernel(
         dq_empty,
         dk_ptr,
         dv_ptr,
-        b,
-        dkv_head,
-        n,
-        n_heads,
+        dk_desc,
+        dv_desc,
         n_ctx,
         q_tiles,
         key_tiles,
@@ -524,43 +653,35 @@ def _hopper_backward_kernel(
         stride_dkh,
         stride_dkn,
     )
-    writer_args = (dq_desc, dq_smem, dq_full, dq_empty, counters, b, h0, n, n_heads, heads, q_tiles, key_tiles)
+    writer_args = (dq_desc, dq_smem, dq_full, dq_empty, counters, heads, q_tiles, key_tiles)
+    loader_args = (
+        q_desc,
+        k_desc,
+        v_desc,
+        do_desc,
+        lse_desc,
+        delta_desc,
+        q_smem,
+        do_smem,
+        k_smem,
+        v_smem,
+        ld_smem,
+        kv_bar,
+        kv_empty,
+        q_ready,
+        q_empty,
+        heads,
+        n_ctx,
+        q_tiles,
+        key_tiles,
+    )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, CAUSAL, 0, HEAD_DIM)),
-            (_consumer, (consumer_args, CAUSAL, 1, HEAD_DIM)),
-            (
-                _loader,
-                (
-                    q_desc,
-                    k_desc,
-                    v_desc,
-                    do_desc,
-                    lse_desc,
-                    delta_desc,
-                    q_smem,
-                    do_smem,
-                    k_smem,
-                    v_smem,
-                    ld_smem,
-                    kv_bar,
-                    q_ready,
-                    q_empty,
-                    b,
-                    hk,
-                    h0,
-                    n,
-                    n_heads,
-                    heads,
-                    n_ctx,
-                    q_tiles,
-                    key_tiles,
-                    CAUSAL,
-                    HEAD_DIM,
-                ),
-            ),
-            (_dq_writer, (writer_args, CAUSAL, 0, HEAD_DIM)),
-            (_dq_writer, (writer_args, CAUSAL, 1, HEAD_DIM)),
+            (_consumer, (consumer_args, schedule, CAUSAL, 0, HEAD_DIM, PER_QUERY_HEAD)),
+            (_consumer, (consumer_args, schedule, CAUSAL, 1, HEAD_DIM, PER_QUERY_HEAD)),
+            (_loader, (loader_args, schedule, CAUSAL, HEAD_DIM, PER_QUERY_HEAD)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, 0, HEAD_DIM, PER_QUERY_HEAD)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, 1, HEAD_DIM, PER_QUERY_HEAD)),
         ],
         [4, 1, 1, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
         # Registers per thread: the consumers hold dK, dV and two score tiles (ptxas: 168 used);
@@ -740,7 +861,13 @@ class HopperBackward:
         # longer, and descending tickets start each head's longest program last (0.89-0.94x the time at
         # three shapes, NOTES v44; non-causal walks are all equally long, and lost 11% this way).
         self.per_query_head = causal and kv_heads < heads
-        self.grid = (key_tiles * batch * (heads if self.per_query_head else kv_heads),)
+        self.items = key_tiles * batch * (heads if self.per_query_head else kv_heads)
+        if causal:
+            self.grid = (self.items,)
+        else:  # persistent (NOTES v86): at most one program per multiprocessor, each taking items in turn
+            index = torch.cuda.current_device() if device.index is None else device.index
+            self.grid = (min(self.items, _usable_multiprocessors(index)),)
+        self.dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,
             (triton.cdiv(n, SUM_ROWS.value), batch * kv_heads, 1),
@@ -792,6 +919,7 @@ class HopperBackward:
             "n": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element),
             "dq": gl.NVMMASharedLayout.get_default_for([1, 1, SUB_M.value, DQ_COLS.value], gl.float32),
             "row": gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
+            "dkv": gl.NVMMASharedLayout.get_default_for(self.dkv_block, element),
         }
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
@@ -804,8 +932,14 @@ class HopperBackward:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
         else:
             dk_out, dv_out = dk, dv
+        q_desc = TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"])
+        if self.causal:  # dK and dV from registers: their descriptors are not read
+            dk_desc = dv_desc = q_desc
+        else:
+            dk_desc = TensorDescriptor.from_tensor(dk, self.dkv_block, lay["dkv"])
+            dv_desc = TensorDescriptor.from_tensor(dv, self.dkv_block, lay["dkv"])
         _hopper_backward_kernel[self.grid](
-            TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"]),
+            q_desc,
             TensorDescriptor.from_tensor(k, [1, 1, n, d], lay["n"]),
             TensorDescriptor.from_tensor(v, [1, 1, n, d], lay["n"]),
             TensorDescriptor.from_tensor(grad_out, [1, 1, m, d], lay["m"]),
@@ -814,8 +948,11 @@ class HopperBackward:
             TensorDescriptor.from_tensor(delta, [m], lay["row"]),
             dk_out,
             dv_out,
+            dk_desc,
+            dv_desc,
             counters,
             counters[-1:],
+            self.items,
             *self.scalars,
             *dk_out.stride()[:3],
             CAUSAL=self.causal,
