@@ -382,7 +382,7 @@ def test_a_hopper_forward_that_fails_on_its_first_call_falls_back_to_the_triton_
     forward.forward_plan.cache_clear()
 
 
-def test_the_hopper_backward_gives_causal_grouped_heads_one_program_per_query_head(on_a_hopper_gpu, monkeypatch):
+def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu, monkeypatch):
     from flashattn2._gluon_backward import HopperBackward
 
     q_shape, k_shape = (2, 32, 4096, 128), (2, 8, 4096, 128)
