@@ -185,7 +185,7 @@ def _phase(item, first, stride):
 
 
 @gluon.jit
-def _loader(loader_args, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, PER_QUERY_HEAD: gl.constexpr):
+def _loader(loader_args, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
     """This program's work items (``schedule``, see the kernel), each by :func:`_load_item`."""
     if CAUSAL:  # one item per program
         _load_item(loader_args, schedule, 0, gl.to_tensor(0), CAUSAL, HEAD_DIM)
@@ -193,7 +193,7 @@ def _loader(loader_args, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr,
         first, stride, items, heads, group, key_tiles = schedule
         it = 0
         for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            where = _item(item, heads, group, key_tiles, False)
             it = _load_item(loader_args, where, _phase(item, first, stride), it, CAUSAL, HEAD_DIM)
 
 
@@ -267,7 +267,6 @@ def _dq_writer(
     CAUSAL: gl.constexpr,
     WRITER: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    PER_QUERY_HEAD: gl.constexpr,
 ):
     """This program's work items (``schedule``, see the kernel), each by :func:`_write_item`."""
     if CAUSAL:  # one item per program
@@ -276,7 +275,7 @@ def _dq_writer(
         first, stride, items, heads, group, key_tiles = schedule
         it = 0
         for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            where = _item(item, heads, group, key_tiles, False)
             it = _write_item(writer_args, where, it, CAUSAL, WRITER, HEAD_DIM)
 
 
@@ -384,7 +383,6 @@ def _consumer(
     CAUSAL: gl.constexpr,
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    PER_QUERY_HEAD: gl.constexpr,
 ):
     """This program's work items (``schedule``, see the kernel), each by :func:`_consume_item`."""
     if CAUSAL:  # one item per program
@@ -393,7 +391,7 @@ def _consumer(
         first, stride, items, heads, group, key_tiles = schedule
         it = 0
         for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+            where = _item(item, heads, group, key_tiles, False)
             it = _consume_item(consumer_args, where, _phase(item, first, stride), it, CAUSAL, WARPGROUP, HEAD_DIM)
 
 
@@ -578,7 +576,7 @@ def _hopper_backward_kernel(
         # Persistent: program p takes items p, p + grid, ... in turn. A head's key tiles wait on each other
         # (the walk wraps around) and are consecutive items, so with at least as many programs as key tiles
         # they run on distinct programs, all resident at once. The partitions number the items and locate
-        # each with _item.
+        # each with _item (never one query head per item: PER_QUERY_HEAD is causal only).
         schedule = (gl.program_id(0), gl.num_programs(0), items, heads, group, key_tiles)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
 
@@ -677,11 +675,11 @@ def _hopper_backward_kernel(
     )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, schedule, CAUSAL, 0, HEAD_DIM, PER_QUERY_HEAD)),
-            (_consumer, (consumer_args, schedule, CAUSAL, 1, HEAD_DIM, PER_QUERY_HEAD)),
-            (_loader, (loader_args, schedule, CAUSAL, HEAD_DIM, PER_QUERY_HEAD)),
-            (_dq_writer, (writer_args, schedule, CAUSAL, 0, HEAD_DIM, PER_QUERY_HEAD)),
-            (_dq_writer, (writer_args, schedule, CAUSAL, 1, HEAD_DIM, PER_QUERY_HEAD)),
+            (_consumer, (consumer_args, schedule, CAUSAL, 0, HEAD_DIM)),
+            (_consumer, (consumer_args, schedule, CAUSAL, 1, HEAD_DIM)),
+            (_loader, (loader_args, schedule, CAUSAL, HEAD_DIM)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, 0, HEAD_DIM)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, 1, HEAD_DIM)),
         ],
         [4, 1, 1, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
         # Registers per thread: the consumers hold dK, dV and two score tiles (ptxas: 168 used);
@@ -809,14 +807,15 @@ def _multiprocessors(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _usable_multiprocessors(device_index: int) -> int:
+def _usable_multiprocessors(device: torch.device) -> int:
     """The device's multiprocessors, or the share of them an MPS client is limited to."""
     percentage = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")
     try:
         share = min(float(percentage), 100.0) / 100
     except ValueError:  # not a number: MPS would refuse it; assume the least
         share = 0.0
-    return int(_multiprocessors(device_index) * share)
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return int(_multiprocessors(index) * share)
 
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
@@ -832,8 +831,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     batch, heads, n, head_dim = q_shape
     if n < MIN_SEQ_LEN[head_dim] or batch * heads * n * n < MIN_SCORES:
         return False
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return causal or triton.cdiv(n, BLOCK_N.value) <= _usable_multiprocessors(index)
+    return causal or triton.cdiv(n, BLOCK_N.value) <= _usable_multiprocessors(device)
 
 
 class HopperBackward:
@@ -865,8 +863,7 @@ class HopperBackward:
         if causal:
             self.grid = (self.items,)
         else:  # persistent (NOTES v86): at most one program per multiprocessor, each taking items in turn
-            index = torch.cuda.current_device() if device.index is None else device.index
-            self.grid = (min(self.items, _usable_multiprocessors(index)),)
+            self.grid = (min(self.items, _usable_multiprocessors(device)),)
         self.dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,
