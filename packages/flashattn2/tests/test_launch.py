@@ -220,13 +220,13 @@ def on_a_hopper_gpu(monkeypatch):
 
     from flashattn2 import _hopper
 
-    backward = pytest.importorskip("flashattn2._gluon_backward")
+    pytest.importorskip("flashattn2._gluon_backward")
     pytest.importorskip("flashattn2._gluon_forward")
     monkeypatch.setattr(_hopper, "KERNELS_INTERPRETED", False)
     monkeypatch.setattr(_hopper, "cuda_capability", lambda device: (9, 0))
     monkeypatch.setattr(_hopper, "TESTED_TRITON", triton.__version__)
     monkeypatch.setattr(_hopper, "_failures", {kind: [] for kind in _hopper.SWITCHES})
-    monkeypatch.setattr(backward, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(_hopper, "_multiprocessors", lambda index: 132)
     for switch in _hopper.SWITCHES.values():
         monkeypatch.delenv(switch, raising=False)
     return _hopper
@@ -402,3 +402,23 @@ def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu,
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
     assert backward(k_shape, False).grid == (33,)
     assert not backward(q_shape, True).per_query_head
+
+
+def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monkeypatch):
+    from flashattn2._gluon_forward import HopperForward
+
+    def forward(head_dim, causal):
+        device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors
+        return HopperForward((2, 32, 4096, head_dim), (2, 8, 4096, head_dim), torch.bfloat16, device, causal, 0.1)
+
+    query_tiles = 4096 // 128
+    for head_dim in (64, 128, 256):
+        causal = forward(head_dim, True)  # one program per item, the heaviest first
+        assert causal.items == query_tiles * 2 * 32 and causal.grid == (causal.items,)
+    # Non-causal walks up to head dim 128: persistent programs, one per multiprocessor (or per multiprocessor of
+    # an MPS client's share), take the items in turn.
+    assert forward(64, False).grid == forward(128, False).grid == (132,)
+    assert forward(256, False).grid == (query_tiles * 2 * 32,)  # two Q buffers do not fit beside its K/V ring
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+    assert forward(128, False).grid == (33,)
+    assert forward(128, True).grid == (query_tiles * 2 * 32,)

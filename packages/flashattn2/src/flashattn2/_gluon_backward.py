@@ -50,9 +50,6 @@ mode.
 
 from __future__ import annotations
 
-import functools
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -802,22 +799,6 @@ MIN_SEQ_LEN = {64: 2048, 128: 2048}
 MIN_SCORES = 64 * 1024 * 1024
 
 
-@functools.cache
-def _multiprocessors(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _usable_multiprocessors(device: torch.device) -> int:
-    """The device's multiprocessors, or the share of them an MPS client is limited to."""
-    percentage = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")
-    try:
-        share = min(float(percentage), 100.0) / 100
-    except ValueError:  # not a number: MPS would refuse it; assume the least
-        share = 0.0
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return int(_multiprocessors(index) * share)
-
-
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k, v and grad_out), at least :data:`MIN_SEQ_LEN` keys per sequence (by head dim) and
@@ -831,7 +812,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     batch, heads, n, head_dim = q_shape
     if n < MIN_SEQ_LEN[head_dim] or batch * heads * n * n < MIN_SCORES:
         return False
-    return causal or triton.cdiv(n, BLOCK_N.value) <= _usable_multiprocessors(device)
+    return causal or triton.cdiv(n, BLOCK_N.value) <= _hopper.usable_multiprocessors(device)
 
 
 class HopperBackward:
@@ -863,7 +844,7 @@ class HopperBackward:
         if causal:
             self.grid = (self.items,)
         else:  # persistent (NOTES v86): at most one program per multiprocessor, each taking items in turn
-            self.grid = (min(self.items, _usable_multiprocessors(device)),)
+            self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
         self.dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,

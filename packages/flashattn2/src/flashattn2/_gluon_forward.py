@@ -1,9 +1,13 @@
 """The Hopper forward, written in Gluon: two consumer warpgroups that drift apart, fed by a loader warp.
 
-One program per 128 query rows of one (batch, head) runs three partitions:
+A work item is a tile of 128 query rows of one (batch, head). A program takes one
+(causal, and head dim 256) or several in turn (non-causal up to head dim 128:
+persistent, one program per multiprocessor) and runs three partitions:
 
-- a loader warp brings the program's Q tile once, then K and V tiles of 128 keys
-  (64 at head dim 256) by TMA into a two-slot ring;
+- a loader warp brings an item's Q tile, then K and V tiles of 128 keys (64 at
+  head dim 256) by TMA into a two-slot ring; a persistent program has two Q
+  buffers, so the next item's Q arrives while the consumers finish this one,
+  and its ring runs on from one item to the next;
 - two consumer warpgroups, each its own partition, own 64 query rows each and run
   ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
   argument) and ``O += P V`` with P from registers, then store O by TMA and L.
@@ -57,6 +61,16 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 # heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
 # 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
 CAUSAL_HEAD_GROUP = 4
+# Non-causal walks up to this head dim are persistent: 0.97-0.98x the time of one program per item at full
+# head-dim-64 and 128 shapes from 4096 keys, 0.90x at (8, 16, 1024, 128) (benchmarks/NOTES.md, v89). At 256 a
+# second Q buffer (64 KB) does not fit beside the K/V ring (128 KB).
+PERSISTENT_MAX_HEAD_DIM = 128
+
+
+@gluon.constexpr_function
+def persistent(causal, head_dim):
+    """Whether a program takes several work items in turn (see the module's docstring)."""
+    return not causal and head_dim <= PERSISTENT_MAX_HEAD_DIM
 
 
 @gluon.constexpr_function
@@ -75,36 +89,21 @@ def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _loader(
-    q_desc,
-    k_desc,
-    v_desc,
-    q_smem,
-    k_smem,
-    v_smem,
-    q_bar,
-    k_ready,
-    v_ready,
-    k_empty,
-    v_empty,
-    b,
-    h,
-    hk,
-    m_tile,
-    n_ctx,
-    CAUSAL: gl.constexpr,
-    HEAD_DIM: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-):
-    """Q's two row halves once; then K and V of each key tile into the ring (2 bytes per element)."""
+def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Query tile ``m_tile`` of (batch ``b``, head ``h``): its Q rows into Q buffer ``q_buffer`` (two BLOCK_M-row
+    halves, ready on ``q_bar``), then K and V of each key tile it visits into the ring, from ring step ``base`` on
+    (2 bytes per element). Returns the ring step after the item's."""
+    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    hk = h // group
     mbarrier.expect(q_bar, 2 * BLOCK_M * HEAD_DIM * 2)
     for w in gl.static_range(2):
-        tma.async_copy_global_to_shared(
-            q_desc, [b, h, (2 * m_tile + w) * BLOCK_M, 0], q_bar, q_smem.index(w).reshape([1, 1, BLOCK_M, HEAD_DIM])
-        )
-    for j in range(_key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)):
-        slot = j % STAGES
-        phase = ((j // STAGES) & 1) ^ 1
+        q_half = q_smem.index(2 * q_buffer + w).reshape([1, 1, BLOCK_M, HEAD_DIM])
+        tma.async_copy_global_to_shared(q_desc, [b, h, (2 * m_tile + w) * BLOCK_M, 0], q_bar, q_half)
+    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
+    for j in range(n_kv):
+        slot = (base + j) % STAGES
+        phase = (((base + j) // STAGES) & 1) ^ 1
         # With the overlap a K slot is free once its S is done and a V slot once its P V is; without it the
         # consumers release the whole slot once P V is done, on v_empty.
         if HEAD_DIM == OVERLAP_HEAD_DIM:
@@ -121,6 +120,28 @@ def _loader(
         tma.async_copy_global_to_shared(
             v_desc, [b, hk, j * BLOCK_N, 0], v_ready.index(slot), v_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
+    return base + n_kv
+
+
+@gluon.jit
+def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """The program's work items (``schedule``, see the kernel), each by :func:`_load_item`. A persistent program
+    loads an item's Q into the Q buffer its item two before used, once the consumers have stored that item's O
+    (on ``q_empty``), so that Q arrives while the consumers finish the item before."""
+    if persistent(CAUSAL, HEAD_DIM):
+        first, stride, items, heads, q_tiles = schedule
+        base = 0
+        for item in range(first, items, stride):
+            t = (item - first) // stride  # the program's items before this one
+            bh = item // q_tiles
+            buf = t % 2
+            mbarrier.wait(q_empty.index(buf), ((t // 2) & 1) ^ 1)
+            base = _load_item(
+                loader_args, bh // heads, bh % heads, item % q_tiles, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM
+            )
+    else:  # one item
+        b, h, m_tile = schedule
+        _load_item(loader_args, b, h, m_tile, 0, q_bar.index(0), 0, CAUSAL, HEAD_DIM)
 
 
 @gluon.jit
@@ -154,16 +175,18 @@ def _steps_in_turn(
     kv_empty,
     ones_smem,
     n_kv,
+    base,
     softmax_args,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr,
 ):
-    """The key tiles of one consumer, each step's products in turn: S, its softmax, P V; a ring slot is released
-    (on ``kv_empty``) once its P V is done. Returns O's unnormalized accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``),
-    the row sums and row maxima (base 2) of P, with every product complete. ``ring``: the K and V tiles and their
-    ready barriers; ``softmax_args``: as :func:`_softmax` takes them."""
+    """The ``n_kv`` key tiles of one consumer's item, from ring step ``base`` on, each step's products in turn: S,
+    its softmax, P V; a ring slot is released (on ``kv_empty``) once its P V is done. Returns O's unnormalized
+    accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``), the row sums and row maxima (base 2) of P, with every product
+    complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as :func:`_softmax` takes
+    them."""
     k_smem, v_smem, k_ready, v_ready = ring
     s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
     o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
@@ -183,15 +206,15 @@ def _steps_in_turn(
         l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout))
     for j in range(n_kv):
-        slot = j % STAGES
+        slot = (base + j) % STAGES
         # The previous tile's P V (and row sums): its slot is free.
         if MMA_ROW_SUMS:
             acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         if j > 0:
-            mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
+        mbarrier.wait(k_ready.index(slot), ((base + j) // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
@@ -204,7 +227,7 @@ def _steps_in_turn(
         if MMA_ROW_SUMS:
             p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
-        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        mbarrier.wait(v_ready.index(slot), ((base + j) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
         if BLOCK_N < 128:
             # Left in flight into the next step, this product makes ptxas serialize every product of the
@@ -215,6 +238,7 @@ def _steps_in_turn(
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     else:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))  # the last slot: a next item's
     return acc, l_i, m_i
 
 
@@ -225,6 +249,7 @@ def _steps_overlapped(
     k_empty,
     v_empty,
     n_kv,
+    base,
     softmax_args,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
@@ -242,10 +267,10 @@ def _steps_overlapped(
     dtype: gl.constexpr = q.dtype
 
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    mbarrier.wait(k_ready.index(0), 0)
-    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    mbarrier.wait(k_ready.index(base % STAGES), (base // STAGES) & 1)
+    s = warpgroup_mma(q, k_smem.index(base % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-    mbarrier.arrive(k_empty.index(0))
+    mbarrier.arrive(k_empty.index(base % STAGES))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     p, alpha, m_i = _softmax(s, 0, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
     l_i = gl.sum(p, 1)
@@ -253,12 +278,12 @@ def _steps_overlapped(
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     for j in range(n_kv - 1):
-        slot = j % STAGES
-        nxt = (j + 1) % STAGES
-        mbarrier.wait(k_ready.index(nxt), ((j + 1) // STAGES) & 1)
+        slot = (base + j) % STAGES
+        nxt = (base + j + 1) % STAGES
+        mbarrier.wait(k_ready.index(nxt), ((base + j + 1) // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(nxt).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
-        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        mbarrier.wait(v_ready.index(slot), ((base + j) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S done, P V still running
         mbarrier.arrive(k_empty.index(nxt))
@@ -269,74 +294,111 @@ def _steps_overlapped(
         acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
         mbarrier.arrive(v_empty.index(slot))
         p_op = p_next
-    slot = (n_kv - 1) % STAGES
+    slot = (base + n_kv - 1) % STAGES
     acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
-    mbarrier.wait(v_ready.index(slot), ((n_kv - 1) // STAGES) & 1)
+    mbarrier.wait(v_ready.index(slot), ((base + n_kv - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(slot))  # the last V slot: a next item's
     return acc, l_i, m_i
+
+
+@gluon.jit
+def _consume_item(
+    consumer_args,
+    q,
+    q_bar,
+    q_phase,
+    b,
+    h,
+    m_tile,
+    base,
+    CAUSAL: gl.constexpr,
+    NEGATIVE_SCALE: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    WARPGROUP: gl.constexpr,
+):
+    """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)`` of (batch ``b``, head ``h``), their Q tile in
+    ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA, through
+    ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store has read ``q``.
+    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    o_desc, lse_ptr, ones_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
+        consumer_args
+    )
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    dtype: gl.constexpr = q.dtype
+
+    r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
+    rows = r0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
+    # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
+    masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
+    mbarrier.wait(q_bar, q_phase)
+    ring = (k_smem, v_smem, k_ready, v_ready)
+    softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
+    if HEAD_DIM == OVERLAP_HEAD_DIM:
+        acc, l_i, m_i = _steps_overlapped(
+            q, ring, k_empty, v_empty, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
+        )
+    else:  # v_empty releases a whole slot
+        acc, l_i, m_i = _steps_in_turn(
+            q, ring, v_empty, ones_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
+        )
+    gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
+    o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    o_smem = q  # every S of this warpgroup is done: its Q tile is free
+    o_smem.store(o.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, BLOCK_M, HEAD_DIM]))
+    tma.store_wait(pendings=0)
+    return base + n_kv
 
 
 @gluon.jit
 def _consumer(
     consumer_args,
-    ones_smem,
+    q_smem,
+    q_bar,
+    q_empty,
+    schedule,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    BLOCK_N: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
-    """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)``: O (by TMA) and L (natural log).
-    ``consumer_args``: the kernel's run-time arguments, named where unpacked; ``ones_smem``: a
-    ``(ONES_WIDTH, BLOCK_N)`` tile of ones where the row sums are products, else 0."""
-    (
-        o_desc,
-        lse_ptr,
-        q_smem,
-        k_smem,
-        v_smem,
-        q_bar,
-        k_ready,
-        v_ready,
-        k_empty,
-        v_empty,
-        b,
-        h,
-        heads,
-        m_tile,
-        n_ctx,
-        qk_scale_log2,
-    ) = consumer_args
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
-    dtype: gl.constexpr = q_smem.dtype
-
-    r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
-    rows = r0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    q = q_smem.index(WARPGROUP)
-    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
-    # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
-    masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
-    mbarrier.wait(q_bar, 0)
-    ring = (k_smem, v_smem, k_ready, v_ready)
-    softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
-    if HEAD_DIM == OVERLAP_HEAD_DIM:
-        acc, l_i, m_i = _steps_overlapped(
-            q, ring, k_empty, v_empty, n_kv, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
-        )
-    else:  # v_empty releases a whole slot
-        acc, l_i, m_i = _steps_in_turn(
-            q, ring, v_empty, ones_smem, n_kv, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
-        )
-    gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
-    o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
-    o_smem = q_smem.index(WARPGROUP)  # every S of this warpgroup is done: its Q tile is free
-    o_smem.store(o.to(dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, BLOCK_M, HEAD_DIM]))
-    tma.store_wait(pendings=0)
+    """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: this warpgroup's
+    BLOCK_M rows of each. A persistent program releases an item's Q buffer (on ``q_empty``) once its O is
+    stored."""
+    if persistent(CAUSAL, HEAD_DIM):
+        first, stride, items, heads, q_tiles = schedule
+        base = 0
+        for item in range(first, items, stride):
+            t = (item - first) // stride  # the program's items before this one
+            bh = item // q_tiles
+            buf = t % 2
+            q = q_smem.index(2 * buf + WARPGROUP)
+            base = _consume_item(
+                consumer_args,
+                q,
+                q_bar.index(buf),
+                (t // 2) & 1,
+                bh // heads,
+                bh % heads,
+                item % q_tiles,
+                base,
+                CAUSAL,
+                NEGATIVE_SCALE,
+                HEAD_DIM,
+                WARPGROUP,
+            )
+            mbarrier.arrive(q_empty.index(buf))
+    else:  # one item
+        b, h, m_tile = schedule
+        q = q_smem.index(WARPGROUP)
+        _consume_item(consumer_args, q, q_bar.index(0), 0, b, h, m_tile, 0, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, WARPGROUP)
 
 
 @gluon.jit
@@ -346,6 +408,7 @@ def _hopper_forward_kernel(
     v_desc,
     o_desc,
     lse_ptr,
+    items,
     heads,
     group,
     n_ctx,
@@ -356,35 +419,44 @@ def _hopper_forward_kernel(
     HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr,
 ):
-    # Programs start in the order of their ids (the hardware's dispatch order). Causal: the query tiles with
-    # the most keys first, across head_group pairs at a time, so that the launch ends on the lightest ones.
+    # A work item is a query tile of 2 x BLOCK_M rows of a (batch, head); items are numbered by (batch, head) and
+    # then by query tile.
     q_tiles = gl.cdiv(n_ctx, 2 * BLOCK_M)
     pid = gl.program_id(0)
-    if CAUSAL:
-        pairs = gl.num_programs(0) // q_tiles
-        first = pid // (head_group * q_tiles) * head_group
-        size = gl.minimum(pairs - first, head_group)
-        rest = pid - first * q_tiles
-        m_tile = q_tiles - 1 - rest // size
-        bh = first + rest % size
+    if persistent(CAUSAL, HEAD_DIM):
+        # Program p takes items p, p + grid, ... in turn; neighbouring programs share a head's K and V in L2.
+        schedule = (pid, gl.num_programs(0), items, heads, q_tiles)
     else:
-        m_tile = pid % q_tiles
-        bh = pid // q_tiles
-    b = bh // heads
-    h = bh % heads
-    hk = h // group
+        # One item per program. Programs start in the order of their ids (the hardware's dispatch order).
+        # Causal: the query tiles with the most keys first, across head_group pairs at a time, so that the
+        # launch ends on the lightest ones.
+        if CAUSAL:
+            pairs = items // q_tiles
+            first = pid // (head_group * q_tiles) * head_group
+            size = gl.minimum(pairs - first, head_group)
+            rest = pid - first * q_tiles
+            m_tile = q_tiles - 1 - rest // size
+            bh = first + rest % size
+        else:
+            m_tile = pid % q_tiles
+            bh = pid // q_tiles
+        schedule = (bh // heads, bh % heads, m_tile)
+    Q_BUFFERS: gl.constexpr = 2 if persistent(CAUSAL, HEAD_DIM) else 1  # a buffer holds both consumers' rows
     dtype: gl.constexpr = q_desc.dtype
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2 * Q_BUFFERS, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(Q_BUFFERS):
+        mbarrier.init(q_bar.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=2)  # both consumers
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -403,49 +475,23 @@ def _hopper_forward_kernel(
     consumer_args = (
         o_desc,
         lse_ptr,
-        q_smem,
+        ones_smem,
         k_smem,
         v_smem,
-        q_bar,
         k_ready,
         v_ready,
         k_empty,
         v_empty,
-        b,
-        h,
         heads,
-        m_tile,
         n_ctx,
         qk_scale_log2,
     )
+    loader_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx)
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N, 0)),
-            (_consumer, (consumer_args, ones_smem, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N, 1)),
-            (
-                _loader,
-                (
-                    q_desc,
-                    k_desc,
-                    v_desc,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    k_empty,
-                    v_empty,
-                    b,
-                    h,
-                    hk,
-                    m_tile,
-                    n_ctx,
-                    CAUSAL,
-                    HEAD_DIM,
-                    BLOCK_N,
-                ),
-            ),
+            (_consumer, (consumer_args, q_smem, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
+            (_consumer, (consumer_args, q_smem, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
+            (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
         ],
         [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
         # Registers per thread of those partitions. Below 64 for the loader, ptxas (CUDA 12.8, Triton 3.6)
@@ -499,7 +545,11 @@ class HopperForward:
         batch, heads, n, head_dim = q_shape
         self.head_dim, self.causal, self.negative_scale = head_dim, causal, softmax_scale < 0
         self.block_n = KEYS_PER_TILE[head_dim]
-        self.grid = (triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads,)
+        self.items = triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads  # query tiles of 2 x BLOCK_M rows
+        if persistent(causal, head_dim):  # one program per multiprocessor (of an MPS client's share), at most
+            self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
+        else:
+            self.grid = (self.items,)
         self.scalars = (heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E)
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.q_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element)
@@ -514,6 +564,7 @@ class HopperForward:
             TensorDescriptor.from_tensor(v, [1, 1, n, d], self.kv_layout),
             TensorDescriptor.from_tensor(out, [1, 1, m, d], self.q_layout),
             lse,
+            self.items,
             *self.scalars,
             CAUSAL=self.causal,
             NEGATIVE_SCALE=self.negative_scale,

@@ -10,6 +10,7 @@ module only for a layout it can run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import warnings
@@ -86,6 +87,23 @@ def layout_supported(kind: str, q_shape, k_shape, tma_strides, dtype, device, al
     if batch * heads * n * head_dim > MAX_INT32:
         return False
     return all(stride[-1] == 1 and all(s % 8 == 0 for s in stride[:-1]) for stride in tma_strides)  # 8 x 2 bytes
+
+
+@functools.cache
+def _multiprocessors(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def usable_multiprocessors(device: torch.device) -> int:
+    """The device's multiprocessors, or the share of them an MPS client is limited to
+    (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``): the persistent kernels' grid."""
+    percentage = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")
+    try:
+        share = min(float(percentage), 100.0) / 100
+    except ValueError:  # not a number: MPS would refuse it; assume the least
+        share = 0.0
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return int(_multiprocessors(index) * share)
 
 
 def run_or_give_up(kind: str, launcher, *args) -> bool:
