@@ -854,14 +854,27 @@ class HopperBackward:
             _ROWS_TILE,
             device,
         )
-        self.scalars = (
-            heads,
-            heads // kv_heads,
-            n,
-            q_tiles,
-            key_tiles,
-            softmax_scale * LOG2_E,
-            softmax_scale,
+        # dK and dV go to the gradients (contiguous (B, Hkv, N, D)) or to the per-query-head workspaces
+        dkv_heads = heads if self.per_query_head else kv_heads
+        dkv_strides = (dkv_heads * n * head_dim, n * head_dim, head_dim)
+        self.kernel = CompiledLaunch(
+            _hopper_backward_kernel,
+            (*self.grid, 1, 1),
+            (
+                self.items,
+                heads,
+                heads // kv_heads,
+                n,
+                q_tiles,
+                key_tiles,
+                softmax_scale * LOG2_E,
+                softmax_scale,
+                *dkv_strides,
+            ),
+            {"CAUSAL": causal, "HEAD_DIM": head_dim, "PER_QUERY_HEAD": self.per_query_head},
+            # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
+            Tile(self.block_m, BLOCK_N.value, NUM_WARPS, 1),
+            device,
         )
         self.prologue = CompiledLaunch(
             _prologue_kernel,
@@ -916,7 +929,7 @@ class HopperBackward:
         else:
             dk_desc = TensorDescriptor.from_tensor(dk, self.dkv_block, lay["dkv"])
             dv_desc = TensorDescriptor.from_tensor(dv, self.dkv_block, lay["dkv"])
-        _hopper_backward_kernel[self.grid](
+        self.kernel(
             q_desc,
             TensorDescriptor.from_tensor(k, [1, 1, n, d], lay["n"]),
             TensorDescriptor.from_tensor(v, [1, 1, n, d], lay["n"]),
@@ -930,13 +943,6 @@ class HopperBackward:
             dv_desc,
             counters,
             counters[-1:],
-            self.items,
-            *self.scalars,
-            *dk_out.stride()[:3],
-            CAUSAL=self.causal,
-            HEAD_DIM=d,
-            PER_QUERY_HEAD=self.per_query_head,
-            num_warps=NUM_WARPS,
         )
         # right after the kernel, whose programmatic dependent the causal epilogue is
         self.epilogue(*((dq_acc, dq, counters) if self.causal else (dq_acc, dq)))

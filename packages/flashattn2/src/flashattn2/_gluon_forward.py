@@ -40,6 +40,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from flashattn2 import _hopper
+from flashattn2._configs import Tile
+from flashattn2._launch import CompiledLaunch
 from flashattn2._triton_common import LOG2_E
 
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
@@ -543,14 +545,22 @@ class HopperForward:
 
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
-        self.head_dim, self.causal, self.negative_scale = head_dim, causal, softmax_scale < 0
+        self.head_dim = head_dim
         self.block_n = KEYS_PER_TILE[head_dim]
         self.items = triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads  # query tiles of 2 x BLOCK_M rows
         if persistent(causal, head_dim):  # one program per multiprocessor (of an MPS client's share), at most
             self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
         else:
             self.grid = (self.items,)
-        self.scalars = (heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E)
+        self.kernel = CompiledLaunch(
+            _hopper_forward_kernel,
+            (*self.grid, 1, 1),
+            (self.items, heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E),
+            {"CAUSAL": causal, "NEGATIVE_SCALE": softmax_scale < 0, "HEAD_DIM": head_dim, "BLOCK_N": self.block_n},
+            # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
+            Tile(2 * BLOCK_M.value, self.block_n, NUM_WARPS.value, 1),
+            device,
+        )
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
         self.q_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element)
         self.kv_layout = gl.NVMMASharedLayout.get_default_for([1, 1, self.block_n, head_dim], element)
@@ -558,18 +568,11 @@ class HopperForward:
 
     def __call__(self, q, k, v, out, lse) -> None:
         m, n, d = BLOCK_M.value, self.block_n, self.head_dim
-        _hopper_forward_kernel[self.grid](
+        self.kernel(
             TensorDescriptor.from_tensor(q, [1, 1, m, d], self.q_layout),
             TensorDescriptor.from_tensor(k, [1, 1, n, d], self.kv_layout),
             TensorDescriptor.from_tensor(v, [1, 1, n, d], self.kv_layout),
             TensorDescriptor.from_tensor(out, [1, 1, m, d], self.q_layout),
             lse,
-            self.items,
-            *self.scalars,
-            CAUSAL=self.causal,
-            NEGATIVE_SCALE=self.negative_scale,
-            HEAD_DIM=d,
-            BLOCK_N=n,
-            num_warps=NUM_WARPS.value,
         )
         self.launched = True
