@@ -337,11 +337,13 @@ def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monk
         return hopper.hopper_forward_applies(shape, k_shape or shape, strides, dtype, cuda, causal, True)
 
     assert applies()
-    assert applies(causal=False)  # head dim 64: from 4096 keys, with or without the mask
-    assert applies(shape=(2, 16, 4096, 64))
+    assert applies(causal=False)
+    assert applies(shape=(2, 16, 4096, 64))  # head dim 64: causal from 4096 keys, non-causal from 1024
     assert applies(shape=(8, 16, 4096, 64))
     assert not applies(shape=(2, 16, 2048, 64))
-    assert not applies(shape=(8, 16, 2048, 64), causal=False)
+    assert applies(shape=(8, 16, 2048, 64), causal=False)
+    assert applies(shape=(8, 16, 1024, 64), causal=False)
+    assert not applies(shape=(8, 16, 512, 64), causal=False)
     assert applies(shape=(4, 16, 4096, 128))
     assert applies(shape=(4, 16, 4096, 128), causal=False)
     assert applies(shape=(8, 16, 1024, 128))
