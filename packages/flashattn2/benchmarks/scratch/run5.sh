@@ -1,6 +1,0 @@
-#!/bin/bash
-# session 22, call 5: the GPU tests and matrix.py on the session's last kernel commit
-export PYTHONPATH=$PWD/packages/flashattn2/src PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,driver_version --format=csv
-timeout 330 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider -o faulthandler_timeout=200 2>&1 | tee $OUT/2026-11-27-h100-s22-gpu-tests.log | tail -3
-timeout 230 python packages/flashattn2/benchmarks/matrix.py --out $OUT/2026-11-27-h100-s22-matrix.json 2>&1 | tail -14
