@@ -2,6 +2,8 @@
 choice, and the guard for the kernels' 32-bit offsets (no GPU needed: the Triton
 JIT function is replaced by a recorder)."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -414,13 +416,26 @@ def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monke
         return HopperForward((2, 32, 4096, head_dim), (2, 8, 4096, head_dim), torch.bfloat16, device, causal, 0.1)
 
     query_tiles = 4096 // 128
-    for head_dim in (64, 128, 256):
-        causal = forward(head_dim, True)  # one program per item, the heaviest first
-        assert causal.items == query_tiles * 2 * 32 and causal.grid == (causal.items,)
-    # Non-causal walks up to head dim 128: persistent programs, one per multiprocessor (or per multiprocessor of
-    # an MPS client's share), take the items in turn.
+    items = query_tiles * 2 * 32
+    for head_dim in (64, 256):  # causal: one program per item, the heaviest first
+        causal = forward(head_dim, True)
+        assert causal.items == items and causal.grid == (items,) and causal.schedule_table is None
+    # Non-causal walks up to head dim 128 and causal ones at 128: persistent programs, one per multiprocessor (or
+    # per multiprocessor of an MPS client's share), take the items in turn.
     assert forward(64, False).grid == forward(128, False).grid == (132,)
-    assert forward(256, False).grid == (query_tiles * 2 * 32,)  # two Q buffers do not fit beside its K/V ring
+    assert forward(256, False).grid == (items,)  # two Q buffers do not fit beside its K/V ring
+    causal = forward(128, True)
+    assert causal.grid == (132,)
+    # The causal items are dealt on the host: each once, each program's in the launch order (query tile 31 of
+    # four (batch, head) pairs, then 30, ...: item i of a group of four pairs visits 32 - (i % 128) // 4 key
+    # tiles), and no program's work more than 2% above the mean.
+    offsets, dealt = causal.schedule_table[:133], causal.schedule_table[133:]
+    assert offsets[0] == 133 and offsets[-1] == len(causal.schedule_table)
+    assert sorted(dealt) == list(range(items))
+    programs = [causal.schedule_table[a:b] for a, b in itertools.pairwise(offsets)]
+    assert all(mine == sorted(mine) for mine in programs)
+    work = [sum(query_tiles - (i % (4 * query_tiles)) // 4 for i in mine) for mine in programs]
+    assert max(work) <= 1.02 * sum(work) / len(work)
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
-    assert forward(128, False).grid == (33,)
-    assert forward(128, True).grid == (query_tiles * 2 * 32,)
+    assert forward(128, False).grid == forward(128, True).grid == (33,)
+    assert forward(64, True).grid == (items,)

@@ -1,8 +1,9 @@
 """The Hopper forward, written in Gluon: two consumer warpgroups that drift apart, fed by a loader warp.
 
 A work item is a tile of 128 query rows of one (batch, head). A program takes one
-(causal, and head dim 256) or several in turn (non-causal up to head dim 128:
-persistent, one program per multiprocessor) and runs three partitions:
+(head dim 256, and causal at 64) or several in turn (persistent, one program per
+multiprocessor: non-causal at head dims 64 and 128, causal at 128, with items
+assigned on the host by :func:`causal_schedule`) and runs three partitions:
 
 - a loader warp brings an item's Q tile, then K and V tiles of 128 keys (64 at
   head dim 256) by TMA into a two-slot ring; a persistent program has two Q
@@ -18,12 +19,15 @@ persistent, one program per multiprocessor) and runs three partitions:
 Nothing keeps the two warpgroups in step (they meet only on the ring's slots), so
 one's softmax runs while the other's products use the tensor cores: the effect of
 FlashAttention-3's ping-pong scheduling (Shah et al. 2024, arXiv:2407.08608) without
-its ordering barriers. Causal programs start with the query tiles that see the most
-keys, over a few (batch, head) pairs at a time. Where it runs:
+its ordering barriers. Causal items run the query tiles that see the most keys
+first, over a few (batch, head) pairs at a time. Where it runs:
 :func:`hopper_forward_applies`.
 """
 
 from __future__ import annotations
+
+import heapq
+import itertools
 
 import torch
 import triton
@@ -67,12 +71,18 @@ CAUSAL_HEAD_GROUP = 4
 # head-dim-64 and 128 shapes from 4096 keys, 0.90x at (8, 16, 1024, 128) (benchmarks/NOTES.md, v89). At 256 a
 # second Q buffer (64 KB) does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
+# Causal walks at this head dim are persistent too, their items assigned on the host (causal_schedule): 0.95-0.98x
+# the time from 4096 keys, 0.86-0.91x at 1024 and 2048 (NOTES v93). At head dim 64 ptxas serializes the persistent
+# causal kernel's products (C7515).
+PERSISTENT_CAUSAL_HEAD_DIM = 128
 
 
 @gluon.constexpr_function
 def persistent(causal, head_dim):
     """Whether a program takes several work items in turn (see the module's docstring)."""
-    return not causal and head_dim <= PERSISTENT_MAX_HEAD_DIM
+    if causal:
+        return head_dim == PERSISTENT_CAUSAL_HEAD_DIM
+    return head_dim <= PERSISTENT_MAX_HEAD_DIM
 
 
 @gluon.constexpr_function
@@ -88,6 +98,41 @@ def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
     if CAUSAL:  # the program's rows see keys up to its last row
         tiles = gl.minimum(tiles, gl.cdiv((m_tile + 1) * 2 * BLOCK_M, BLOCK_N))
     return tiles
+
+
+@gluon.jit
+def _launch_order_item(idx, items, q_tiles, head_group):
+    """Item ``idx`` of the causal launch order, as (batch * head, query tile): the query tiles with the most keys
+    first, head_group (batch, head) pairs at a time, so that the launch ends on the lightest ones."""
+    pairs = items // q_tiles
+    first = idx // (head_group * q_tiles) * head_group
+    size = gl.minimum(pairs - first, head_group)
+    rest = idx - first * q_tiles
+    return first + rest % size, q_tiles - 1 - rest // size
+
+
+@gluon.jit
+def _item_count(schedule, CAUSAL: gl.constexpr):
+    """How many work items this persistent program takes (``schedule``: see the kernel)."""
+    first, stride, items, _, _, _, table = schedule
+    if CAUSAL:  # noqa: SIM108 (a branch at compile time)
+        count = gl.load(table + first + 1) - gl.load(table + first)
+    else:
+        count = gl.cdiv(items - first, stride)
+    return count
+
+
+@gluon.jit
+def _item_at(t, schedule, CAUSAL: gl.constexpr):
+    """This persistent program's ``t``-th work item, as (batch * head, query tile)."""
+    first, stride, items, _, q_tiles, head_group, table = schedule
+    if CAUSAL:  # the causal_schedule table's
+        bh, m_tile = _launch_order_item(gl.load(table + gl.load(table + first) + t), items, q_tiles, head_group)
+    else:
+        item = first + t * stride
+        bh = item // q_tiles
+        m_tile = item % q_tiles
+    return bh, m_tile
 
 
 @gluon.jit
@@ -131,15 +176,14 @@ def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DI
     loads an item's Q into the Q buffer its item two before used, once the consumers have stored that item's O
     (on ``q_empty``), so that Q arrives while the consumers finish the item before."""
     if persistent(CAUSAL, HEAD_DIM):
-        first, stride, items, heads, q_tiles = schedule
+        heads = schedule[3]
         base = 0
-        for item in range(first, items, stride):
-            t = (item - first) // stride  # the program's items before this one
-            bh = item // q_tiles
+        for t in range(_item_count(schedule, CAUSAL)):
+            bh, m_tile = _item_at(t, schedule, CAUSAL)
             buf = t % 2
             mbarrier.wait(q_empty.index(buf), ((t // 2) & 1) ^ 1)
             base = _load_item(
-                loader_args, bh // heads, bh % heads, item % q_tiles, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM
+                loader_args, bh // heads, bh % heads, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM
             )
     else:  # one item
         b, h, m_tile = schedule
@@ -375,11 +419,10 @@ def _consumer(
     BLOCK_M rows of each. A persistent program releases an item's Q buffer (on ``q_empty``) once its O is
     stored."""
     if persistent(CAUSAL, HEAD_DIM):
-        first, stride, items, heads, q_tiles = schedule
+        heads = schedule[3]
         base = 0
-        for item in range(first, items, stride):
-            t = (item - first) // stride  # the program's items before this one
-            bh = item // q_tiles
+        for t in range(_item_count(schedule, CAUSAL)):
+            bh, m_tile = _item_at(t, schedule, CAUSAL)
             buf = t % 2
             q = q_smem.index(2 * buf + WARPGROUP)
             base = _consume_item(
@@ -389,7 +432,7 @@ def _consumer(
                 (t // 2) & 1,
                 bh // heads,
                 bh % heads,
-                item % q_tiles,
+                m_tile,
                 base,
                 CAUSAL,
                 NEGATIVE_SCALE,
@@ -410,6 +453,7 @@ def _hopper_forward_kernel(
     v_desc,
     o_desc,
     lse_ptr,
+    schedule_table,
     items,
     heads,
     group,
@@ -422,23 +466,17 @@ def _hopper_forward_kernel(
     BLOCK_N: gl.constexpr,
 ):
     # A work item is a query tile of 2 x BLOCK_M rows of a (batch, head); items are numbered by (batch, head) and
-    # then by query tile.
+    # then by query tile, or causal ones in their launch order (_launch_order_item).
     q_tiles = gl.cdiv(n_ctx, 2 * BLOCK_M)
     pid = gl.program_id(0)
     if persistent(CAUSAL, HEAD_DIM):
-        # Program p takes items p, p + grid, ... in turn; neighbouring programs share a head's K and V in L2.
-        schedule = (pid, gl.num_programs(0), items, heads, q_tiles)
+        # Non-causal: program p takes items p, p + grid, ... in turn; neighbouring programs share a head's K and V
+        # in L2. Causal: the items causal_schedule gave program p (schedule_table, int32), in the launch order.
+        schedule = (pid, gl.num_programs(0), items, heads, q_tiles, head_group, schedule_table)
     else:
         # One item per program. Programs start in the order of their ids (the hardware's dispatch order).
-        # Causal: the query tiles with the most keys first, across head_group pairs at a time, so that the
-        # launch ends on the lightest ones.
         if CAUSAL:
-            pairs = items // q_tiles
-            first = pid // (head_group * q_tiles) * head_group
-            size = gl.minimum(pairs - first, head_group)
-            rest = pid - first * q_tiles
-            m_tile = q_tiles - 1 - rest // size
-            bh = first + rest % size
+            bh, m_tile = _launch_order_item(pid, items, q_tiles, head_group)
         else:
             m_tile = pid % q_tiles
             bh = pid // q_tiles
@@ -535,6 +573,28 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
     return n >= MIN_SEQ_LEN[(head_dim, causal)]
 
 
+def causal_schedule(items: int, q_tiles: int, programs: int) -> list[int]:
+    """The causal work items of persistent programs, as their kernel reads them: ``programs + 1`` offsets into
+    the list, then each program's items (numbers in the launch order of :func:`_launch_order_item`, heaviest
+    first in groups of CAUSAL_HEAD_GROUP pairs). Items are dealt in that order, each to the program with the least
+    work so far, counted in key tiles and one more per item for its fill and drain (longest-processing-time
+    scheduling: on 132 programs the busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at
+    (8, 16, 2048)); so a program's items follow the launch order, and programs running at the same time share K
+    and V in L2."""
+    pairs = items // q_tiles
+    loads = [(0, p) for p in range(programs)]
+    taken: list[list[int]] = [[] for _ in range(programs)]
+    for idx in range(items):
+        # the query tile of item idx, as _launch_order_item computes it; it visits query_tile + 1 key tiles
+        first = idx // (CAUSAL_HEAD_GROUP * q_tiles) * CAUSAL_HEAD_GROUP
+        query_tile = q_tiles - 1 - (idx - first * q_tiles) // min(pairs - first, CAUSAL_HEAD_GROUP)
+        load, p = heapq.heappop(loads)
+        taken[p].append(idx)
+        heapq.heappush(loads, (load + query_tile + 2, p))
+    offsets = list(itertools.accumulate((len(t) for t in taken), initial=programs + 1))
+    return offsets + list(itertools.chain.from_iterable(taken))
+
+
 class HopperForward:
     """``forward(q, k, v, out, lse)``: fills out and lse for one layout.
 
@@ -548,11 +608,17 @@ class HopperForward:
         batch, heads, n, head_dim = q_shape
         self.head_dim = head_dim
         self.block_n = KEYS_PER_TILE[head_dim]
-        self.items = triton.cdiv(n, 2 * BLOCK_M.value) * batch * heads  # query tiles of 2 x BLOCK_M rows
+        q_tiles = triton.cdiv(n, 2 * BLOCK_M.value)  # of 2 x BLOCK_M rows
+        self.items = q_tiles * batch * heads
         if persistent(causal, head_dim):  # one program per multiprocessor (of an MPS client's share), at most
             self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
         else:
             self.grid = (self.items,)
+        # causal persistent programs: their items (a device copy made by the first call)
+        self.schedule_table = (
+            causal_schedule(self.items, q_tiles, self.grid[0]) if persistent(causal, head_dim) and causal else None
+        )
+        self.schedule_device = None
         self.kernel = CompiledLaunch(
             _hopper_forward_kernel,
             (*self.grid, 1, 1),
@@ -569,11 +635,17 @@ class HopperForward:
 
     def __call__(self, q, k, v, out, lse) -> None:
         m, n, d = BLOCK_M.value, self.block_n, self.head_dim
+        if self.schedule_device is None:
+            if self.schedule_table is None:  # not read: any int32 tensor
+                self.schedule_device = torch.zeros(1, dtype=torch.int32, device=q.device)
+            else:
+                self.schedule_device = torch.tensor(self.schedule_table, dtype=torch.int32, device=q.device)
         self.kernel(
             TensorDescriptor.from_tensor(q, [1, 1, m, d], self.q_layout),
             TensorDescriptor.from_tensor(k, [1, 1, n, d], self.kv_layout),
             TensorDescriptor.from_tensor(v, [1, 1, n, d], self.kv_layout),
             TensorDescriptor.from_tensor(out, [1, 1, m, d], self.q_layout),
             lse,
+            self.schedule_device,
         )
         self.launched = True
