@@ -186,7 +186,8 @@ def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 
 
 @hopper_only
-@pytest.mark.parametrize("head_dim, causal", [(64, False), (128, False), (128, True)])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
 def test_persistent_hopper_kernels_take_several_items_per_program(
     hopper_at_small_shapes, monkeypatch, head_dim, causal
 ):

@@ -1,9 +1,9 @@
 """The Hopper forward, written in Gluon: two consumer warpgroups that drift apart, fed by a loader warp.
 
 A work item is a tile of 128 query rows of one (batch, head). A program takes one
-(head dim 256, and causal at 64) or several in turn (persistent, one program per
-multiprocessor: non-causal at head dims 64 and 128, causal at 128, with items
-assigned on the host by :func:`causal_schedule`) and runs three partitions:
+(head dim 256) or several in turn (head dims 64 and 128: persistent, one program
+per multiprocessor; causal items are assigned on the host by
+:func:`causal_schedule`) and runs three partitions:
 
 - a loader warp brings an item's Q tile, then K and V tiles of 128 keys (64 at
   head dim 256) by TMA into a two-slot ring; a persistent program has two Q
@@ -67,21 +67,17 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 # heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
 # 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
 CAUSAL_HEAD_GROUP = 4
-# Non-causal walks up to this head dim are persistent: 0.97-0.98x the time of one program per item at full
-# head-dim-64 and 128 shapes from 4096 keys, 0.90x at (8, 16, 1024, 128) (benchmarks/NOTES.md, v89). At 256 a
-# second Q buffer (64 KB) does not fit beside the K/V ring (128 KB).
+# Up to this head dim programs are persistent, causal ones with their items assigned on the host
+# (causal_schedule). Against one program per item on an H100 (benchmarks/NOTES.md, v89, v93, v94): non-causal
+# 0.97-0.98x the time at head dims 64 and 128 from 4096 keys, 0.90x at (8, 16, 1024, 128); causal 0.95-0.98x at
+# head dim 128 from 4096 keys, 0.86-0.92x at 1024 and 2048, 0.96-1.01x at 64. At 256 a second Q buffer (64 KB)
+# does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
-# Causal walks at this head dim are persistent too, their items assigned on the host (causal_schedule): 0.95-0.98x
-# the time from 4096 keys, 0.86-0.91x at 1024 and 2048 (NOTES v93). At head dim 64 ptxas serializes the persistent
-# causal kernel's products (C7515).
-PERSISTENT_CAUSAL_HEAD_DIM = 128
 
 
 @gluon.constexpr_function
-def persistent(causal, head_dim):
+def persistent(head_dim):
     """Whether a program takes several work items in turn (see the module's docstring)."""
-    if causal:
-        return head_dim == PERSISTENT_CAUSAL_HEAD_DIM
     return head_dim <= PERSISTENT_MAX_HEAD_DIM
 
 
@@ -175,7 +171,7 @@ def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DI
     """The program's work items (``schedule``, see the kernel), each by :func:`_load_item`. A persistent program
     loads an item's Q into the Q buffer its item two before used, once the consumers have stored that item's O
     (on ``q_empty``), so that Q arrives while the consumers finish the item before."""
-    if persistent(CAUSAL, HEAD_DIM):
+    if persistent(HEAD_DIM):
         heads = schedule[3]
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
@@ -201,7 +197,9 @@ def _softmax(s, j, m_i, softmax_args, CAUSAL: gl.constexpr, NEGATIVE_SCALE: gl.c
         keys = j * BLOCK_N + offs_n
         visible = (keys < n_ctx)[None, :]
         if CAUSAL:
-            visible = visible & (keys[None, :] <= rows[:, None])
+            # a difference: as keys <= rows, ptxas serializes the products of the persistent head-dim-64
+            # kernel (C7515, benchmarks/NOTES.md, v94)
+            visible = visible & ((keys[None, :] - rows[:, None]) <= 0)
         s2 = gl.where(visible, s * qk_scale_log2, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s2, 1))
         p = gl.exp2(s2 - m_new[:, None])
@@ -418,7 +416,7 @@ def _consumer(
     """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: this warpgroup's
     BLOCK_M rows of each. A persistent program releases an item's Q buffer (on ``q_empty``) once its O is
     stored."""
-    if persistent(CAUSAL, HEAD_DIM):
+    if persistent(HEAD_DIM):
         heads = schedule[3]
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
@@ -469,7 +467,7 @@ def _hopper_forward_kernel(
     # then by query tile, or causal ones in their launch order (_launch_order_item).
     q_tiles = gl.cdiv(n_ctx, 2 * BLOCK_M)
     pid = gl.program_id(0)
-    if persistent(CAUSAL, HEAD_DIM):
+    if persistent(HEAD_DIM):
         # Non-causal: program p takes items p, p + grid, ... in turn; neighbouring programs share a head's K and V
         # in L2. Causal: the items causal_schedule gave program p (schedule_table, int32), in the launch order.
         schedule = (pid, gl.num_programs(0), items, heads, q_tiles, head_group, schedule_table)
@@ -481,7 +479,7 @@ def _hopper_forward_kernel(
             m_tile = pid % q_tiles
             bh = pid // q_tiles
         schedule = (bh // heads, bh % heads, m_tile)
-    Q_BUFFERS: gl.constexpr = 2 if persistent(CAUSAL, HEAD_DIM) else 1  # a buffer holds both consumers' rows
+    Q_BUFFERS: gl.constexpr = 2 if persistent(HEAD_DIM) else 1  # a buffer holds both consumers' rows
     dtype: gl.constexpr = q_desc.dtype
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -610,13 +608,13 @@ class HopperForward:
         self.block_n = KEYS_PER_TILE[head_dim]
         q_tiles = triton.cdiv(n, 2 * BLOCK_M.value)  # of 2 x BLOCK_M rows
         self.items = q_tiles * batch * heads
-        if persistent(causal, head_dim):  # one program per multiprocessor (of an MPS client's share), at most
+        if persistent(head_dim):  # one program per multiprocessor (of an MPS client's share), at most
             self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
         else:
             self.grid = (self.items,)
         # causal persistent programs: their items (a device copy made by the first call)
         self.schedule_table = (
-            causal_schedule(self.items, q_tiles, self.grid[0]) if persistent(causal, head_dim) and causal else None
+            causal_schedule(self.items, q_tiles, self.grid[0]) if persistent(head_dim) and causal else None
         )
         self.schedule_device = None
         self.kernel = CompiledLaunch(
