@@ -7,7 +7,7 @@ layouts). A plan holds what depends on nothing else: the tile, the grid, the
 scalar arguments, and for each kernel a :class:`CompiledLaunch`. A call then
 only allocates its outputs and launches with its tensors.
 
-:class:`CompiledLaunch` launches a ``@triton.jit`` function with fixed scalar
+:class:`CompiledLaunch` launches a ``@triton.jit`` (or ``@gluon.jit``) function with fixed scalar
 arguments and constexprs. Its first call goes through Triton's JIT
 (``fn[grid](...)``), which compiles the kernel or finds it in Triton's cache and
 launches it; later calls launch that compiled kernel directly. Going through
@@ -16,7 +16,8 @@ specializer about each, building a cache key) cost about 75 µs of host time per
 launch on the H100 machine (Triton 3.6, cProfile), more than a short
 sequence's kernel takes on the GPU. The direct launch is valid for every call
 of a plan because a plan's key holds everything Triton specializes a kernel on:
-integer arguments (shapes and strides) and tensor dtypes and alignments.
+integer arguments (shapes and strides) and tensor dtypes and alignments (a TMA
+descriptor's block shape and layout are fixed by the launcher that builds it).
 
 :class:`TileChooser` picks a plan's tile: the shipped default of
 :mod:`flashattn2._configs`, or with ``FLASHATTN2_AUTOTUNE=1`` the fastest
@@ -64,8 +65,9 @@ class CompiledLaunch:
     """``launch(*tensors)``: one ``@triton.jit`` kernel with a fixed grid, scalars and constexprs.
 
     Arguments:
-        fn: the ``@triton.jit`` function; its parameters are the tensors, then
-            ``scalars``, then ``constexprs`` (by name, in declaration order).
+        fn: the ``@triton.jit`` or ``@gluon.jit`` function; its parameters are the tensors (or
+            TMA descriptors of them), then ``scalars``, then ``constexprs`` (by name, in
+            declaration order).
         grid: ``(x, y, z)`` programs.
         scalars: the Python ints and floats that follow the tensors.
         constexprs: the ``tl.constexpr`` parameters.
