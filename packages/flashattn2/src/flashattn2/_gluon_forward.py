@@ -120,15 +120,16 @@ def _item_count(schedule, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _item_at(t, schedule, CAUSAL: gl.constexpr):
-    """This persistent program's ``t``-th work item, as (batch * head, query tile)."""
-    first, stride, items, _, q_tiles, head_group, table = schedule
+    """This persistent program's ``t``-th work item: (batch, head, query tile, its Q buffer, that buffer's phase
+    for this item). Items alternate between the two Q buffers."""
+    first, stride, items, heads, q_tiles, head_group, table = schedule
     if CAUSAL:  # the causal_schedule table's
         bh, m_tile = _launch_order_item(gl.load(table + gl.load(table + first) + t), items, q_tiles, head_group)
     else:
         item = first + t * stride
         bh = item // q_tiles
         m_tile = item % q_tiles
-    return bh, m_tile
+    return bh // heads, bh % heads, m_tile, t % 2, (t // 2) & 1
 
 
 @gluon.jit
@@ -172,15 +173,11 @@ def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DI
     loads an item's Q into the Q buffer its item two before used, once the consumers have stored that item's O
     (on ``q_empty``), so that Q arrives while the consumers finish the item before."""
     if persistent(HEAD_DIM):
-        heads = schedule[3]
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
-            bh, m_tile = _item_at(t, schedule, CAUSAL)
-            buf = t % 2
-            mbarrier.wait(q_empty.index(buf), ((t // 2) & 1) ^ 1)
-            base = _load_item(
-                loader_args, bh // heads, bh % heads, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM
-            )
+            b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
+            mbarrier.wait(q_empty.index(buf), q_phase ^ 1)
+            base = _load_item(loader_args, b, h, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM)
     else:  # one item
         b, h, m_tile = schedule
         _load_item(loader_args, b, h, m_tile, 0, q_bar.index(0), 0, CAUSAL, HEAD_DIM)
@@ -282,7 +279,7 @@ def _steps_in_turn(
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     else:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))  # the last slot: a next item's
+    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))  # the last slot, free for a next item
     return acc, l_i, m_i
 
 
@@ -343,7 +340,7 @@ def _steps_overlapped(
     mbarrier.wait(v_ready.index(slot), ((base + n_kv - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(v_empty.index(slot))  # the last V slot: a next item's
+    mbarrier.arrive(v_empty.index(slot))  # the last V slot, free for a next item
     return acc, l_i, m_i
 
 
@@ -417,19 +414,17 @@ def _consumer(
     BLOCK_M rows of each. A persistent program releases an item's Q buffer (on ``q_empty``) once its O is
     stored."""
     if persistent(HEAD_DIM):
-        heads = schedule[3]
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
-            bh, m_tile = _item_at(t, schedule, CAUSAL)
-            buf = t % 2
+            b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
             q = q_smem.index(2 * buf + WARPGROUP)
             base = _consume_item(
                 consumer_args,
                 q,
                 q_bar.index(buf),
-                (t // 2) & 1,
-                bh // heads,
-                bh % heads,
+                q_phase,
+                b,
+                h,
                 m_tile,
                 base,
                 CAUSAL,
