@@ -86,6 +86,28 @@ def test_alignments_is_one_key_when_every_pointer_is_aligned_else_one_bool_per_t
     assert alignments(x, x[1:], x) == (True, False, True)  # 4-byte offset: another kernel specialization
 
 
+def test_tma_descriptors_check_the_first_tensor_and_equal_triton_s_for_later_ones():
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from flashattn2._tma import TmaDescriptor
+
+    block = [1, 1, 64, 32]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
+    transposed = TmaDescriptor(block, layout)
+    with pytest.raises(AssertionError, match="stride"):  # Triton's own check, on the first call
+        transposed(torch.randn(2, 3, 32, 128, dtype=torch.bfloat16).transpose(-1, -2))
+
+    describe = TmaDescriptor(block, layout)
+    packed = torch.randn(2, 128, 3, 4, 32, dtype=torch.bfloat16)  # (B, N, q/k/v, H, D), viewed as (B, H, N, D)
+    for qkv in (0, 1, 2):
+        view = packed[:, :, qkv].transpose(1, 2)
+        got, expected = describe(view), TensorDescriptor.from_tensor(view, block, layout)
+        assert type(got) is TensorDescriptor and got.base is view
+        assert vars(got) == vars(expected)  # base (the same tensor), shape, strides, block, layout, padding
+
+
 def test_plans_are_cached_per_layout_and_alignment():
     from flashattn2._triton_forward import forward_plan
 

@@ -65,12 +65,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_init,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
 from flashattn2._launch import CompiledLaunch
+from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
 
 SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup product's M)
@@ -845,7 +845,6 @@ class HopperBackward:
             self.grid = (self.items,)
         else:  # persistent (NOTES v86): at most one program per multiprocessor, each taking items in turn
             self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
-        self.dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,
             (triton.cdiv(n, SUM_ROWS.value), batch * kv_heads, 1),
@@ -905,38 +904,41 @@ class HopperBackward:
             )
         self.launched = False  # set once a call has compiled and launched the kernels
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
-        self.layouts = {
-            "m": gl.NVMMASharedLayout.get_default_for([1, 1, self.block_m, head_dim], element),
-            "n": gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N.value, head_dim], element),
-            "dq": gl.NVMMASharedLayout.get_default_for([1, 1, SUB_M.value, DQ_COLS.value], gl.float32),
-            "row": gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
-            "dkv": gl.NVMMASharedLayout.get_default_for(self.dkv_block, element),
-        }
+
+        def descriptor(block: list[int], element=element) -> TmaDescriptor:
+            return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, element))
+
+        q_block, kv_block, rows = [1, 1, self.block_m, head_dim], [1, 1, BLOCK_N.value, head_dim], [self.block_m]
+        row_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+        self.describe_q, self.describe_grad_out = descriptor(q_block), descriptor(q_block)
+        self.describe_k, self.describe_v = descriptor(kv_block), descriptor(kv_block)
+        self.describe_dq_acc = descriptor([1, 1, SUB_M.value, DQ_COLS.value], gl.float32)
+        self.describe_lse, self.describe_delta = TmaDescriptor(rows, row_layout), TmaDescriptor(rows, row_layout)
+        dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
+        self.describe_dk, self.describe_dv = descriptor(dkv_block), descriptor(dkv_block)
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, counters)
-        m, n, d, lay = self.block_m, BLOCK_N.value, self.head_dim, self.layouts
         if self.per_query_head:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
         else:
             dk_out, dv_out = dk, dv
-        q_desc = TensorDescriptor.from_tensor(q, [1, 1, m, d], lay["m"])
+        q_desc = self.describe_q(q)
         if self.causal:  # dK and dV from registers: their descriptors are not read
             dk_desc = dv_desc = q_desc
         else:
-            dk_desc = TensorDescriptor.from_tensor(dk, self.dkv_block, lay["dkv"])
-            dv_desc = TensorDescriptor.from_tensor(dv, self.dkv_block, lay["dkv"])
+            dk_desc, dv_desc = self.describe_dk(dk), self.describe_dv(dv)
         self.kernel(
             q_desc,
-            TensorDescriptor.from_tensor(k, [1, 1, n, d], lay["n"]),
-            TensorDescriptor.from_tensor(v, [1, 1, n, d], lay["n"]),
-            TensorDescriptor.from_tensor(grad_out, [1, 1, m, d], lay["m"]),
-            TensorDescriptor.from_tensor(dq_acc, [1, 1, SUB_M.value, DQ_COLS.value], lay["dq"]),
-            TensorDescriptor.from_tensor(lse.view(-1), [m], lay["row"]),
-            TensorDescriptor.from_tensor(delta, [m], lay["row"]),
+            self.describe_k(k),
+            self.describe_v(v),
+            self.describe_grad_out(grad_out),
+            self.describe_dq_acc(dq_acc),
+            self.describe_lse(lse.view(-1)),
+            self.describe_delta(delta),
             dk_out,
             dv_out,
             dk_desc,

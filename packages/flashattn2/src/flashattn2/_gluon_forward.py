@@ -41,11 +41,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_init,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
 from flashattn2._launch import CompiledLaunch
+from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E
 
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
@@ -622,23 +622,23 @@ class HopperForward:
             device,
         )
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
-        self.q_layout = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M.value, head_dim], element)
-        self.kv_layout = gl.NVMMASharedLayout.get_default_for([1, 1, self.block_n, head_dim], element)
+        q_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, self.block_n, head_dim]
+        q_layout = gl.NVMMASharedLayout.get_default_for(q_block, element)
+        kv_layout = gl.NVMMASharedLayout.get_default_for(kv_block, element)
+        self.descriptors = (  # of q, k, v and out
+            TmaDescriptor(q_block, q_layout),
+            TmaDescriptor(kv_block, kv_layout),
+            TmaDescriptor(kv_block, kv_layout),
+            TmaDescriptor(q_block, q_layout),
+        )
         self.launched = False  # set once a call has compiled and launched the kernel
 
     def __call__(self, q, k, v, out, lse) -> None:
-        m, n, d = BLOCK_M.value, self.block_n, self.head_dim
         if self.schedule_device is None:
             if self.schedule_table is None:  # not read: any int32 tensor
                 self.schedule_device = torch.zeros(1, dtype=torch.int32, device=q.device)
             else:
                 self.schedule_device = torch.tensor(self.schedule_table, dtype=torch.int32, device=q.device)
-        self.kernel(
-            TensorDescriptor.from_tensor(q, [1, 1, m, d], self.q_layout),
-            TensorDescriptor.from_tensor(k, [1, 1, n, d], self.kv_layout),
-            TensorDescriptor.from_tensor(v, [1, 1, n, d], self.kv_layout),
-            TensorDescriptor.from_tensor(out, [1, 1, m, d], self.q_layout),
-            lse,
-            self.schedule_device,
-        )
+        describe_q, describe_k, describe_v, describe_out = self.descriptors
+        self.kernel(describe_q(q), describe_k(k), describe_v(v), describe_out(out), lse, self.schedule_device)
         self.launched = True
