@@ -288,6 +288,10 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert applies(shape=(1, 16, 2048, 64))  # 2**26 scores
     assert not applies(shape=(1, 8, 2048, 64))  # 2**25 scores: fewer than measured
     assert not applies(shape=(64, 16, 1024, 64))  # 2**30 scores, but short sequences: slower than the Triton kernels
+    assert applies(shape=(16, 16, 512, 64), causal=False)  # non-causal: from 512 keys, with 2**26 scores
+    assert applies(shape=(4, 16, 1024, 128), causal=False)
+    assert not applies(shape=(2, 16, 1024, 64), causal=False)  # 2**25 scores
+    assert not applies(shape=(64, 16, 256, 64), causal=False)  # 2**26 scores, 256 keys
     assert not applies(device=torch.device("cpu"))
     packed = (16384 * 3 * 16 * 64, 64, 3 * 16 * 64, 1)  # a view of a packed QKV projection: TMA takes it
     assert applies(strides=(packed,) * 4)
@@ -362,20 +366,21 @@ def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monk
 
     assert applies()
     assert applies(causal=False)
-    assert applies(shape=(2, 16, 4096, 64))  # head dim 64: causal from 4096 keys, non-causal from 1024
-    assert applies(shape=(8, 16, 4096, 64))
-    assert not applies(shape=(2, 16, 2048, 64))
+    assert applies(shape=(2, 16, 4096, 64))  # head dim 64: causal from 2048 keys, non-causal from 1024
+    assert applies(shape=(1, 8, 2048, 64))
+    assert not applies(shape=(32, 16, 1024, 64))
     assert applies(shape=(8, 16, 2048, 64), causal=False)
     assert applies(shape=(8, 16, 1024, 64), causal=False)
     assert not applies(shape=(8, 16, 512, 64), causal=False)
     assert applies(shape=(4, 16, 4096, 128))
     assert applies(shape=(4, 16, 4096, 128), causal=False)
-    assert applies(shape=(8, 16, 1024, 128))
-    assert not applies(shape=(8, 16, 512, 128))
+    assert applies(shape=(8, 16, 512, 128))  # head dim 128: from 512 keys
+    assert applies(shape=(8, 16, 512, 128), causal=False)
+    assert not applies(shape=(8, 16, 256, 128))
     assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))  # grouped-query heads
-    assert applies(shape=(1, 16, 16384, 256))  # head dim 256: causal from 1024 keys, non-causal from 2048
-    assert applies(shape=(4, 8, 1024, 256))
-    assert not applies(shape=(4, 8, 512, 256))
+    assert applies(shape=(1, 16, 16384, 256))  # head dim 256: causal from 512 keys, non-causal from 2048
+    assert applies(shape=(4, 8, 512, 256))
+    assert not applies(shape=(4, 8, 256, 256))
     assert applies(shape=(4, 16, 2048, 256), causal=False)
     assert not applies(shape=(8, 16, 1024, 256), causal=False)
     assert not applies(shape=(1, 16, 16384, 96))

@@ -791,18 +791,20 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
 # kernels' constexprs; they span the head dimension).
 _ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
 
-# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51), by
-# head dim: from 2048 keys per sequence (at 64: 0.87-0.94x their time at N = 2048, 1.03-1.04x at 1024 with 2**27 or
-# 2**29 scores, 0.95-0.98x at 1024 with 2**30; at 128: 0.83-0.88x at 2048, 0.97x at (8, 16, 1024)), with at least
-# 2**26 scores (batch x heads x N^2), the fewest measured ((1, 16, 2048, 64) causal: 0.94x).
-MIN_SEQ_LEN = {64: 2048, 128: 2048}
+# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96), by
+# (head dim, causal): the fewest keys per sequence, with at least 2**26 scores (batch x heads x N^2) in all.
+# - Causal from 2048 keys: 0.88-0.94x their time at N = 2048 with 2**26 scores or more; at N = 1024 1.03-1.16x
+#   (up to 2**29 scores). Below 2**26 scores the host's time per call decides: (1, 8, 2048, 64) 1.17x.
+# - Non-causal (persistent) from 512 keys: 0.78-0.94x at twelve shapes from (16, 16, 512) and (4, 16, 1024) up, on
+#   an H100 and an H200; below 2**26 scores 0.88-0.98x on one machine, 1.06-1.83x on the other.
+MIN_SEQ_LEN = {(64, True): 2048, (64, False): 512, (128, True): 2048, (128, False): 512}
 MIN_SCORES = 64 * 1024 * 1024
 
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
-    ``tma_strides`` those of q, k, v and grad_out), at least :data:`MIN_SEQ_LEN` keys per sequence (by head dim) and
-    :data:`MIN_SCORES` scores in all. A non-causal walk needs every key tile of a head resident at once: at
+    ``tma_strides`` those of q, k, v and grad_out), at least :data:`MIN_SEQ_LEN` keys per sequence (by head dim and
+    mask) and :data:`MIN_SCORES` scores in all. A non-causal walk needs every key tile of a head resident at once: at
     most one 128-key tile per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
@@ -810,7 +812,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     ):
         return False
     batch, heads, n, head_dim = q_shape
-    if n < MIN_SEQ_LEN[head_dim] or batch * heads * n * n < MIN_SCORES:
+    if n < MIN_SEQ_LEN[(head_dim, causal)] or batch * heads * n * n < MIN_SCORES:
         return False
     return causal or triton.cdiv(n, BLOCK_N.value) <= _hopper.usable_multiprocessors(device)
 

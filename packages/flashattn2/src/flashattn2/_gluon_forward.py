@@ -535,21 +535,24 @@ def _hopper_forward_kernel(
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
-# v72, v92), by (head dim, causal): the fewest keys per sequence.
-# - Head dim 128, from (8, 16, 1024): 0.84-0.89x the Triton kernel's time, 0.78-0.83x from 2048 keys up; at 512 keys
-#   0.89-0.96x causal, 0.72x at (32, 16, 512) full but 1.28x at (8, 16, 512) full.
-# - Head dim 64, causal from 4096 keys: 0.86-0.98x at eleven shapes up to (4, 16, 16384) with any number of
-#   (batch, head) pairs (host-bound at (1, 16, 4096)); at 2048 keys 1.02-1.03x. Non-causal (persistent) from 1024
-#   keys: 0.93-0.98x at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096); 1.50x at (8, 16, 512).
-# - Head dim 256: causal 0.63-0.67x at five shapes from (1, 3, 1000) and (8, 16, 1024) up (1.11x at (8, 16, 512)),
-#   non-causal 0.67-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads leave most
+# v72, v92, v96), by (head dim, causal): the fewest keys per sequence.
+# - Head dim 128, from 512 keys: 0.74-0.85x the Triton kernel's time at (8, 16, 512), (32, 16, 512) and
+#   (8, 16, 1024) causal and full, 0.76-0.79x from 2048 keys up (before v92's direct launch, 1.28x at (8, 16, 512)
+#   full, where the host set the pace).
+# - Head dim 64, causal from 2048 keys: 0.85-0.97x at eight shapes of 2048 keys from (1, 8) to (32, 16) pairs,
+#   0.73-0.98x at twelve from 4096 keys up to (4, 16, 16384); at 1024 keys 0.99-1.07x. (1, 8, 2048), where the
+#   host's time per call decides, read 0.85-0.87x on H100 hosts and 1.78x on a slower H200 host. Non-causal
+#   (persistent) from 1024 keys: 0.93-0.98x at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096);
+#   1.50x at (8, 16, 512).
+# - Head dim 256: causal from 512 keys, 0.63-0.74x at six shapes from (8, 16, 512) and (1, 16, 1024) up;
+#   non-causal 0.66-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads leave most
 #   multiprocessors idle.
 MIN_SEQ_LEN = {
-    (64, True): 4096,
+    (64, True): 2048,
     (64, False): 1024,
-    (128, True): 1024,
-    (128, False): 1024,
-    (256, True): 1024,
+    (128, True): 512,
+    (128, False): 512,
+    (256, True): 512,
     (256, False): 2048,
 }
 

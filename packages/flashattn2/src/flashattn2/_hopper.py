@@ -51,7 +51,7 @@ def below_thresholds():
 
     lifted = {
         (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["forward"] for causal in (False, True)},
-        (_gluon_backward, "MIN_SEQ_LEN"): dict.fromkeys(HEAD_DIMS["backward"], 0),
+        (_gluon_backward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["backward"] for causal in (False, True)},
         (_gluon_backward, "MIN_SCORES"): 0,
     }
     measured = {key: getattr(*key) for key in lifted}
