@@ -19,7 +19,8 @@ steps=("$@")
 for step in "${steps[@]}"; do
   echo "=== $step ($(date +%T))"
   case $step in
-    tests) timeout 200 python -m pytest packages/flashattn2/tests -m gpu -n 4 -q -p no:cacheprovider 2>&1 \
+    tests) timeout 300 python -m pytest packages/flashattn2/tests -m gpu -n 4 -v -p no:cacheprovider \
+      -o faulthandler_timeout=150 2>&1 \
       | tee "$OUT/tests.log" | tail -25 ;;
     matrix) timeout 300 python $bench/matrix.py --out "$OUT/matrix.json" ;;
     host) timeout 60 python $bench/matrix.py --host --out "$OUT/host.json" ;;

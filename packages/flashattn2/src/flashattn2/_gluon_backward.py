@@ -793,10 +793,10 @@ _ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
 
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96), by
 # (head dim, causal): the fewest keys per sequence, with at least 2**26 scores (batch x heads x N^2) in all.
-# - Causal from 2048 keys: 0.88-0.94x their time at N = 2048 with 2**26 scores or more; at N = 1024 1.03-1.16x
-#   (up to 2**29 scores). Below 2**26 scores the host's time per call decides: (1, 8, 2048, 64) 1.17x.
-# - Non-causal (persistent) from 512 keys: 0.78-0.94x at twelve shapes from (16, 16, 512) and (4, 16, 1024) up, on
-#   an H100 and an H200; below 2**26 scores 0.88-0.98x on one machine, 1.06-1.83x on the other.
+# - Causal from 2048 keys: 0.85-0.94x their time at N = 2048 with 2**26 scores or more; at N = 512 and 1024 1.01-1.16x
+#   (up to 2**30 scores). Below 2**26 scores the host's time per call decides: (1, 8, 2048, 64) 1.17x.
+# - Non-causal (persistent) from 512 keys: 0.78-0.92x at twelve shapes of 512 to 2048 keys from (16, 16, 512) and
+#   (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed allowed.
 MIN_SEQ_LEN = {(64, True): 2048, (64, False): 512, (128, True): 2048, (128, False): 512}
 MIN_SCORES = 64 * 1024 * 1024
 
