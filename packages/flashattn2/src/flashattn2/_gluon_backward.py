@@ -907,8 +907,8 @@ class HopperBackward:
         self.launched = False  # set once a call has compiled and launched the kernels
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
 
-        def descriptor(block: list[int], element=element) -> TmaDescriptor:
-            return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, element))
+        def descriptor(block: list[int], dtype=element) -> TmaDescriptor:
+            return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, dtype))
 
         q_block, kv_block, rows = [1, 1, self.block_m, head_dim], [1, 1, BLOCK_N.value, head_dim], [self.block_m]
         row_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)

@@ -3,10 +3,10 @@
 A Gluon kernel takes each tensor it reads or writes by TMA as a
 ``TensorDescriptor`` (``triton.experimental.gluon.nvidia.hopper``): the tensor
 with its shape, strides, the block one copy moves and the shared-memory layout.
-``TensorDescriptor.from_tensor`` checks all of these on every call (about 6 µs
-of host time each on a CPU like the GPU machine's), and a backward passes seven
-to nine of them. Within a launch plan only the data pointer changes from call to
-call: the plan's key holds the shapes, strides, dtype and 16-byte alignment. So
+``TensorDescriptor.from_tensor`` checks all of these on every call (1-6 µs of
+host time each, by the CPU), and a backward passes seven to nine of them.
+Within a launch plan only the data pointer changes from call to call: the
+plan's key holds the shapes, strides, dtype and 16-byte alignment. So
 :class:`TmaDescriptor` checks once, on a plan's first call, and later calls
 copy the checked fields with the new tensor.
 """
