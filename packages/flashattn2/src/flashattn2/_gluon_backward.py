@@ -833,7 +833,6 @@ class HopperBackward:
         self.causal, self.device = causal, device
         self.block_m = block_m(head_dim)
         q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, BLOCK_N.value)
-        self.head_dim = head_dim
         self.acc_shape = (batch, heads, n, head_dim)
         self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n

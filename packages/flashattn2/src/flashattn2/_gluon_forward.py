@@ -602,8 +602,7 @@ class HopperForward:
 
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
-        self.head_dim = head_dim
-        self.block_n = KEYS_PER_TILE[head_dim]
+        block_n = KEYS_PER_TILE[head_dim]
         q_tiles = triton.cdiv(n, 2 * BLOCK_M.value)  # of 2 x BLOCK_M rows
         self.items = q_tiles * batch * heads
         if persistent(head_dim):  # one program per multiprocessor (of an MPS client's share), at most
@@ -619,13 +618,13 @@ class HopperForward:
             _hopper_forward_kernel,
             (*self.grid, 1, 1),
             (self.items, heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E),
-            {"CAUSAL": causal, "NEGATIVE_SCALE": softmax_scale < 0, "HEAD_DIM": head_dim, "BLOCK_N": self.block_n},
+            {"CAUSAL": causal, "NEGATIVE_SCALE": softmax_scale < 0, "HEAD_DIM": head_dim, "BLOCK_N": block_n},
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
-            Tile(2 * BLOCK_M.value, self.block_n, NUM_WARPS.value, 1),
+            Tile(2 * BLOCK_M.value, block_n, NUM_WARPS.value, 1),
             device,
         )
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
-        q_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, self.block_n, head_dim]
+        q_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, block_n, head_dim]
         q_layout = gl.NVMMASharedLayout.get_default_for(q_block, element)
         kv_layout = gl.NVMMASharedLayout.get_default_for(kv_block, element)
         self.descriptors = (  # of q, k, v and out
