@@ -8,8 +8,8 @@ Usage (Hopper GPU, Triton 3.6, repository root)::
 For each (B, H, N, D) shape and mask (bf16), milliseconds of ``triton_forward`` or
 ``triton_backward`` (``triton.testing.do_bench`` median) with the Hopper kernel and
 with the Triton kernels, in alternating rounds; the ratio is the median of the
-rounds' ratios (< 1: the Hopper kernel is faster). ``MIN_SEQ_LEN`` (and the
-backward's ``MIN_SCORES``) in ``_gluon_forward`` and ``_gluon_backward`` are
+rounds' ratios (< 1: the Hopper kernel is faster). The forward's ``MIN_SEQ_LEN``
+(``_gluon_forward``) and the backward's ``THRESHOLDS`` (``_gluon_backward``) are
 chosen from this table.
 """
 
@@ -32,6 +32,9 @@ SHAPES = {
         ((8, 16, 1024, 64), True),
         ((32, 16, 1024, 64), True),
         ((64, 16, 1024, 64), True),
+        ((16, 16, 512, 64), True),
+        ((128, 16, 512, 64), True),
+        ((256, 16, 512, 64), True),
         ((1, 16, 2048, 64), True),
         ((2, 16, 2048, 64), True),
         ((4, 16, 2048, 64), True),
@@ -51,6 +54,10 @@ SHAPES = {
         ((1, 16, 16384, 64), False),
         ((1, 16, 32768, 64), True),
         ((8, 16, 1024, 128), True),
+        ((16, 16, 1024, 128), True),
+        ((32, 16, 1024, 128), True),
+        ((64, 16, 1024, 128), True),
+        ((32, 16, 512, 128), True),
         ((16, 16, 512, 128), False),
         ((4, 16, 1024, 128), False),
         ((8, 16, 1024, 128), False),

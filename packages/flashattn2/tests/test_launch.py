@@ -280,14 +280,20 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert applies(shape=(4, 16, 4096, 128), causal=False)
     assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))
     assert applies(shape=(8, 16, 2048, 128))  # head dim 128: from 2048 keys
-    assert not applies(shape=(32, 16, 1024, 128))
+    assert applies(shape=(32, 16, 1024, 128))  # and from 1024 with 2**29 scores
+    assert not applies(shape=(16, 16, 1024, 128))
+    assert not applies(shape=(256, 16, 512, 128))
     assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
     assert not applies(shape=(1, 16, 16384, 256))
     assert not applies(dtype=torch.float32)
     assert applies(shape=(16, 16, 2048, 64))  # head dim 64: from 2048 keys too
     assert applies(shape=(1, 16, 2048, 64))  # 2**26 scores
     assert not applies(shape=(1, 8, 2048, 64))  # 2**25 scores: fewer than measured
-    assert not applies(shape=(64, 16, 1024, 64))  # 2**30 scores, but short sequences: slower than the Triton kernels
+    assert applies(shape=(32, 16, 1024, 64))  # shorter sequences from 2**29 scores
+    assert applies(shape=(128, 16, 512, 64))
+    assert not applies(shape=(16, 16, 1024, 64))  # 2**28 scores
+    assert not applies(shape=(64, 16, 512, 64))
+    assert not applies(shape=(1024, 16, 256, 64))  # 2**30 scores, 256 keys
     assert applies(shape=(16, 16, 512, 64), causal=False)  # non-causal: from 512 keys, with 2**26 scores
     assert applies(shape=(4, 16, 1024, 128), causal=False)
     assert not applies(shape=(2, 16, 1024, 64), causal=False)  # 2**25 scores
@@ -424,8 +430,10 @@ def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu,
         return HopperBackward(q_shape, k_shape, strides, strides, torch.bfloat16, device, causal, 0.1)
 
     key_tiles = 4096 // 128
+    # Causal at head dim 128: a program per item (a key tile of one query head with grouped heads).
     causal = backward(k_shape, True)
     assert causal.per_query_head and causal.items == key_tiles * 2 * 32 and causal.grid == (causal.items,)
+    assert causal.schedule_table is None
     # Non-causal walks are equally long: a work item per (key tile, k/v head), taken in turn by persistent
     # programs, one per multiprocessor (or per multiprocessor of an MPS client's share).
     full = backward(k_shape, False)
@@ -433,6 +441,28 @@ def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu,
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
     assert backward(k_shape, False).grid == (33,)
     assert not backward(q_shape, True).per_query_head
+
+
+def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopper_gpu):
+    from flashattn2._gluon_backward import HopperBackward
+
+    q_shape = (2, 32, 4096, 64)
+    strides = contiguous_strides(q_shape)
+    device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors
+    causal = HopperBackward(q_shape, q_shape, strides, strides, torch.bfloat16, device, True, 0.1)
+    tiles = 4096 // 128  # key tiles and query tiles (128 rows at head dim 64)
+    assert causal.items == tiles * 2 * 32 and causal.grid == (132,)
+    # The items are dealt on the host: each once, each program's in item order (by (batch, head), key tile
+    # descending: item i walks 32 - (31 - i % 32) query tiles), and no program's work (one more per item) more
+    # than 8% above the mean: the last items dealt are the longest walks of the last head.
+    table = causal.schedule_table
+    offsets, dealt = table[:133], table[133:]
+    assert offsets[0] == 133 and offsets[-1] == len(table)
+    assert sorted(dealt) == list(range(causal.items))
+    programs = [table[a:b] for a, b in itertools.pairwise(offsets)]
+    assert all(mine == sorted(mine) for mine in programs)
+    work = [sum(tiles - (tiles - 1 - i % tiles) + 1 for i in mine) for mine in programs]
+    assert max(work) <= 1.08 * sum(work) / len(work)
 
 
 def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monkeypatch):

@@ -4,8 +4,9 @@ Gluon (``triton.experimental.gluon``, Triton 3.6) exposes what the Triton
 kernels of :mod:`flashattn2._triton_backward` cannot: Hopper's asynchronous
 warpgroup products with explicit waits, TMA, mbarriers and warp specialization.
 A work item is a 128-key tile of a (batch, k/v head); a program takes one
-(causal) or several in turn (non-causal: persistent, one program per
-multiprocessor) and runs four partitions:
+(causal at head dim 128) or several in turn (persistent, one program per
+multiprocessor: non-causal, and causal at head dim 64 with each program's
+items dealt on the host) and runs four partitions:
 
 - a loader warp brings an item's K and V once, then Q, dO, L and Delta of each
   query tile (128 rows at head dim 64, 64 at 128) by TMA into a two-slot ring;
@@ -13,12 +14,12 @@ multiprocessor) and runs four partitions:
   dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
   product): 64 query rows each of a 128-row tile, or half of the head
   dimension of a 64-row one; each hands its dQ piece to shared memory. At the
-  item's end they write dK and dV: in a persistent program through their rows
-  of the K and V buffers by TMA, then release the buffers to the next item's K
-  and V; in a causal one from registers;
+  item's end they write dK and dV: non-causal through their rows of the K and
+  V buffers by TMA, then release the buffers to the next item's K and V;
+  causal from registers, once the buffers are released;
 - two dQ writer warps, taking alternate query tiles, add the dQ tiles to an
-  fp32 workspace with TMA bulk reduce-adds; in a persistent program their last
-  adds of an item overlap the next item's start.
+  fp32 workspace with TMA bulk reduce-adds; their last adds of an item overlap
+  the next item's start.
 
 With grouped-query heads a program walks every query head of its k/v head in
 turn; causal ones instead take one query head each and leave dK and dV in fp32
@@ -29,10 +30,12 @@ order (the order in which the walk reaches it: from the diagonal's key tile
 down), behind a counter per (batch, head, query tile) that each writer waits on
 (acquire) and increments once its add has completed (release); the first key
 tile in the order stores instead of adding, so the workspace needs no zeroing.
-Causal programs take their key tile from a ticket counter in descending key
-order, so every program a causal one waits on started before it; the
-non-causal walk (each key tile starts at its own diagonal and wraps around)
-needs all key tiles of a head in progress at once, on distinct programs, hence
+Causal items wait only on earlier items (numbered by (batch, head), then key
+tile descending): one-item programs take theirs from a ticket counter, so
+every program a causal one waits on started before it; persistent ones take
+their lists in that order (:func:`causal_backward_schedule`). The non-causal
+walk (each key tile starts at its own diagonal and wraps around) needs all key
+tiles of a head in progress at once, on distinct programs, hence
 :func:`hopper_backward_applies`'s bound on the sequence length.
 
 Layers: the Gluon partitions and kernel; Triton kernels around it
@@ -175,23 +178,45 @@ def _item(item, heads, group, key_tiles, PER_QUERY_HEAD: gl.constexpr):
 
 
 @gluon.jit
-def _phase(item, first, stride):
-    """The parity of a program's work items before ``item`` (its items: ``first``, ``first + stride``, ...): the
-    phase of its per-item barriers."""
-    return ((item - first) // stride) & 1
+def _item_count(schedule, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    """How many work items this program takes (``schedule``: see the kernel)."""
+    first, stride, items, _, _, _, table = schedule
+    if not PERSISTENT:  # the ticket's item
+        count = 1
+    elif CAUSAL:  # its list in the causal_backward_schedule table
+        count = gl.load(table + first + 1) - gl.load(table + first)
+    else:  # items first, first + stride, ...
+        count = gl.cdiv(items - first, stride)
+    return count
 
 
 @gluon.jit
-def _loader(loader_args, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """This program's work items (``schedule``, see the kernel), each by :func:`_load_item`."""
-    if CAUSAL:  # one item per program
-        _load_item(loader_args, schedule, 0, gl.to_tensor(0), CAUSAL, HEAD_DIM)
+def _item_at(t, schedule, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PER_QUERY_HEAD: gl.constexpr):
+    """This program's ``t``-th work item, located by :func:`_item`. Its per-item barriers' phase is ``t & 1``."""
+    first, stride, _, heads, group, key_tiles, table = schedule
+    if not PERSISTENT:
+        item = first
+    elif CAUSAL:
+        item = gl.load(table + gl.load(table + first) + t)
     else:
-        first, stride, items, heads, group, key_tiles = schedule
-        it = 0
-        for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, False)
-            it = _load_item(loader_args, where, _phase(item, first, stride), it, CAUSAL, HEAD_DIM)
+        item = first + t * stride
+    return _item(item, heads, group, key_tiles, PER_QUERY_HEAD)
+
+
+@gluon.jit
+def _loader(
+    loader_args,
+    schedule,
+    CAUSAL: gl.constexpr,
+    PERSISTENT: gl.constexpr,
+    PER_QUERY_HEAD: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+):
+    """This program's work items (``schedule``, see the kernel), each by :func:`_load_item`."""
+    it = 0
+    for t in range(_item_count(schedule, CAUSAL, PERSISTENT)):
+        where = _item_at(t, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD)
+        it = _load_item(loader_args, where, t & 1, it, CAUSAL, HEAD_DIM)
 
 
 @gluon.jit
@@ -222,8 +247,7 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
     ) = loader_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     n, b, hk, h0, n_heads, _ = where
-    if not CAUSAL:
-        mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are written out
+    mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are read (causal) or written out
     mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
     kv_block = [b, hk, n * BLOCK_N, 0]
     tma.async_copy_global_to_shared(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
@@ -262,18 +286,16 @@ def _dq_writer(
     writer_args,
     schedule,
     CAUSAL: gl.constexpr,
+    PERSISTENT: gl.constexpr,
+    PER_QUERY_HEAD: gl.constexpr,
     WRITER: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
     """This program's work items (``schedule``, see the kernel), each by :func:`_write_item`."""
-    if CAUSAL:  # one item per program
-        _write_item(writer_args, schedule, gl.to_tensor(0), CAUSAL, WRITER, HEAD_DIM)
-    else:
-        first, stride, items, heads, group, key_tiles = schedule
-        it = 0
-        for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, False)
-            it = _write_item(writer_args, where, it, CAUSAL, WRITER, HEAD_DIM)
+    it = 0
+    for t in range(_item_count(schedule, CAUSAL, PERSISTENT)):
+        where = _item_at(t, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD)
+        it = _write_item(writer_args, where, it, CAUSAL, WRITER, HEAD_DIM)
 
 
 @gluon.jit
@@ -378,23 +400,29 @@ def _consumer(
     consumer_args,
     schedule,
     CAUSAL: gl.constexpr,
+    PERSISTENT: gl.constexpr,
+    PER_QUERY_HEAD: gl.constexpr,
+    RAGGED: gl.constexpr,
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
     """This program's work items (``schedule``, see the kernel), each by :func:`_consume_item`."""
-    if CAUSAL:  # one item per program
-        _consume_item(consumer_args, schedule, 0, gl.to_tensor(0), CAUSAL, WARPGROUP, HEAD_DIM)
-    else:
-        first, stride, items, heads, group, key_tiles = schedule
-        it = 0
-        for item in range(first, items, stride):
-            where = _item(item, heads, group, key_tiles, False)
-            it = _consume_item(consumer_args, where, _phase(item, first, stride), it, CAUSAL, WARPGROUP, HEAD_DIM)
+    it = 0
+    for t in range(_item_count(schedule, CAUSAL, PERSISTENT)):
+        where = _item_at(t, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD)
+        it = _consume_item(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
 
 
 @gluon.jit
 def _consume_item(
-    consumer_args, where, phase, it, CAUSAL: gl.constexpr, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr
+    consumer_args,
+    where,
+    phase,
+    it,
+    CAUSAL: gl.constexpr,
+    RAGGED: gl.constexpr,
+    WARPGROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
 ):
     """The work item at ``where`` (:func:`_item`'s tuple): keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its
     key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col`` of each visited query tile, from step
@@ -487,8 +515,11 @@ def _consume_item(
                     if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
                         if s < RATIO:  # the diagonal's query tiles
                             pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
-                    if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
-                        pt = gl.where(key_ok[:, None], pt, 0.0)
+                    # Compiled only where N is not a multiple of BLOCK_N: as a run-time branch alone, ptxas
+                    # predicates the loop around it (benchmarks/NOTES.md, v86).
+                    if RAGGED:  # noqa: SIM102 (a branch at compile time around one at run time)
+                        if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
+                            pt = gl.where(key_ok[:, None], pt, 0.0)
                     pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
                     dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                     if LATE_ROW_LOADS:
@@ -519,7 +550,8 @@ def _consume_item(
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     first_key = n * BLOCK_N + WARPGROUP * KEYS
-    if CAUSAL:  # the program's only item: dK and dV from registers
+    if CAUSAL:  # dK and dV from registers, once the products have read K and V
+        mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
         _store_dk_dv_from_registers(
             dk * softmax_scale, dv, dk_ptr, dv_ptr, b, dkv_head, first_key, n_ctx, stride_dkb, stride_dkh, stride_dkn
         )
@@ -546,6 +578,7 @@ def _hopper_backward_kernel(
     dv_desc,
     counters,
     ticket,
+    table,
     items,
     heads,
     group,
@@ -558,23 +591,26 @@ def _hopper_backward_kernel(
     stride_dkh,
     stride_dkn,
     CAUSAL: gl.constexpr,
+    PERSISTENT: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
+    RAGGED: gl.constexpr,
 ):
     # A work item is a key tile of a (batch, k/v head), or of a (batch, query head) with PER_QUERY_HEAD; items
     # are numbered by (batch, head) and then by key tile descending.
     if CAUSAL:
         # the causal dq epilogue, this kernel's programmatic dependent, may start once every program has
         _ptx("griddepcontrol.launch_dependents;")
-        # One item per program, in the order programs start: a program only waits on started ones. Its
-        # partitions take the item's coordinates.
-        schedule = _item(gl.atomic_add(ticket, 1), heads, group, key_tiles, PER_QUERY_HEAD)
+    if PERSISTENT:  # noqa: SIM108 (a branch at compile time)
+        # Causal: program p takes its list of ``table`` (int32, from causal_backward_schedule: items dealt in
+        # order, so each waits only on earlier items, of programs that reach them first). Non-causal: items
+        # p, p + grid, ...; a head's key tiles wait on each other (the walk wraps around) and are consecutive
+        # items, so with at least as many programs as key tiles they run on distinct programs, all resident at once.
+        first = gl.program_id(0)
     else:
-        # Persistent: program p takes items p, p + grid, ... in turn. A head's key tiles wait on each other
-        # (the walk wraps around) and are consecutive items, so with at least as many programs as key tiles
-        # they run on distinct programs, all resident at once. The partitions number the items and locate
-        # each with _item (never one query head per item: PER_QUERY_HEAD is causal only).
-        schedule = (gl.program_id(0), gl.num_programs(0), items, heads, group, key_tiles)
+        # Causal, one item per program, in the order programs start: a program only waits on started ones.
+        first = gl.atomic_add(ticket, 1)
+    schedule = (first, gl.num_programs(0), items, heads, group, key_tiles, table)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
 
     dtype: gl.constexpr = q_desc.dtype
@@ -672,11 +708,11 @@ def _hopper_backward_kernel(
     )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, schedule, CAUSAL, 0, HEAD_DIM)),
-            (_consumer, (consumer_args, schedule, CAUSAL, 1, HEAD_DIM)),
-            (_loader, (loader_args, schedule, CAUSAL, HEAD_DIM)),
-            (_dq_writer, (writer_args, schedule, CAUSAL, 0, HEAD_DIM)),
-            (_dq_writer, (writer_args, schedule, CAUSAL, 1, HEAD_DIM)),
+            (_consumer, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, 0, HEAD_DIM)),
+            (_consumer, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, 1, HEAD_DIM)),
+            (_loader, (loader_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, HEAD_DIM)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 0, HEAD_DIM)),
+            (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 1, HEAD_DIM)),
         ],
         [4, 1, 1, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
         # Registers per thread: the consumers hold dK, dV and two score tiles (ptxas: 168 used);
@@ -791,20 +827,39 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
 # kernels' constexprs; they span the head dimension).
 _ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
 
-# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96), by
-# (head dim, causal): the fewest keys per sequence, with at least 2**26 scores (batch x heads x N^2) in all.
-# - Causal from 2048 keys: 0.85-0.94x their time at N = 2048 with 2**26 scores or more; at N = 512 and 1024 1.01-1.16x
-#   (up to 2**30 scores). Below 2**26 scores the host's time per call decides: (1, 8, 2048, 64) 1.17x.
-# - Non-causal (persistent) from 512 keys: 0.78-0.92x at twelve shapes of 512 to 2048 keys from (16, 16, 512) and
-#   (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed allowed.
-MIN_SEQ_LEN = {(64, True): 2048, (64, False): 512, (128, True): 2048, (128, False): 512}
-MIN_SCORES = 64 * 1024 * 1024
+# Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96,
+# v98), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2); it runs where N and the
+# scores reach both numbers of any pair.
+# - Causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above; below 2**26 scores the
+#   host's time per call decides ((1, 8, 2048, 64) 1.17x). From 512 keys at head dim 64 and 1024 at 128 with 2**29
+#   scores: 0.88-0.96x at seven shapes; with 2**28 0.98-0.99x, with 2**27 1.01-1.12x.
+# - Non-causal (persistent) from 512 keys with 2**26 scores: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
+#   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed
+#   allowed.
+THRESHOLDS = {
+    (64, True): ((2048, 2**26), (512, 2**29)),
+    (64, False): ((512, 2**26),),
+    (128, True): ((2048, 2**26), (1024, 2**29)),
+    (128, False): ((512, 2**26),),
+}
+# Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
+# 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98).
+PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
+
+
+def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int) -> list[int]:
+    """The causal work items of persistent programs, as the kernel reads them (:func:`_hopper.deal_in_order`'s
+    table of item numbers, in :func:`_item`'s order: by (batch, head), key tile descending, so an item waits
+    only on earlier ones). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one more for its
+    K and V load and its dK and dV store."""
+    costs = (q_tiles - ratio * (key_tiles - 1 - i % key_tiles) + 1 for i in range(items))
+    return _hopper.deal_in_order(costs, programs)
 
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
-    ``tma_strides`` those of q, k, v and grad_out), at least :data:`MIN_SEQ_LEN` keys per sequence (by head dim and
-    mask) and :data:`MIN_SCORES` scores in all. A non-causal walk needs every key tile of a head resident at once: at
+    ``tma_strides`` those of q, k, v and grad_out), and enough keys per sequence and scores in all for one of its
+    (head dim, mask)'s :data:`THRESHOLDS`. A non-causal walk needs every key tile of a head resident at once: at
     most one 128-key tile per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
@@ -812,7 +867,8 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     ):
         return False
     batch, heads, n, head_dim = q_shape
-    if n < MIN_SEQ_LEN[(head_dim, causal)] or batch * heads * n * n < MIN_SCORES:
+    scores = batch * heads * n * n
+    if not any(n >= keys and scores >= least for keys, least in THRESHOLDS[(head_dim, causal)]):
         return False
     return causal or triton.cdiv(n, BLOCK_N.value) <= _hopper.usable_multiprocessors(device)
 
@@ -842,10 +898,16 @@ class HopperBackward:
         # three shapes, NOTES v44; non-causal walks are all equally long, and lost 11% this way).
         self.per_query_head = causal and kv_heads < heads
         self.items = key_tiles * batch * (heads if self.per_query_head else kv_heads)
-        if causal:
-            self.grid = (self.items,)
-        else:  # persistent (NOTES v86): at most one program per multiprocessor, each taking items in turn
-            self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
+        # persistent (NOTES v86, v98): at most one program per multiprocessor, each taking items in turn
+        persistent = not causal or head_dim in PERSISTENT_CAUSAL_HEAD_DIMS
+        self.grid = (min(self.items, _hopper.usable_multiprocessors(device)) if persistent else self.items,)
+        # causal persistent programs: their items (a device copy made by the first call)
+        self.schedule_table = (
+            causal_backward_schedule(self.items, key_tiles, q_tiles, BLOCK_N.value // self.block_m, self.grid[0])
+            if causal and persistent
+            else None
+        )
+        self.schedule_device = None
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,
             (triton.cdiv(n, SUM_ROWS.value), batch * kv_heads, 1),
@@ -871,7 +933,13 @@ class HopperBackward:
                 softmax_scale,
                 *dkv_strides,
             ),
-            {"CAUSAL": causal, "HEAD_DIM": head_dim, "PER_QUERY_HEAD": self.per_query_head},
+            {
+                "CAUSAL": causal,
+                "PERSISTENT": persistent,
+                "HEAD_DIM": head_dim,
+                "PER_QUERY_HEAD": self.per_query_head,
+                "RAGGED": n % BLOCK_N.value != 0,
+            },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(self.block_m, BLOCK_N.value, NUM_WARPS, 1),
             device,
@@ -922,6 +990,11 @@ class HopperBackward:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
+        if self.schedule_device is None:
+            if self.schedule_table is None:  # not read: any int32 tensor
+                self.schedule_device = torch.zeros(1, dtype=torch.int32, device=self.device)
+            else:
+                self.schedule_device = torch.tensor(self.schedule_table, dtype=torch.int32, device=self.device)
         self.prologue(out, grad_out, delta, counters)
         if self.per_query_head:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
@@ -946,6 +1019,7 @@ class HopperBackward:
             dv_desc,
             counters,
             counters[-1:],
+            self.schedule_device,
         )
         # right after the kernel, whose programmatic dependent the causal epilogue is
         self.epilogue(*((dq_acc, dq, counters) if self.causal else (dq_acc, dq)))

@@ -26,9 +26,6 @@ first, over a few (batch, head) pairs at a time. Where it runs:
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -570,25 +567,20 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
 
 
 def causal_schedule(items: int, q_tiles: int, programs: int) -> list[int]:
-    """The causal work items of persistent programs, as their kernel reads them: ``programs + 1`` offsets into
-    the list, then each program's items (numbers in the launch order of :func:`_launch_order_item`, heaviest
-    first in groups of CAUSAL_HEAD_GROUP pairs). Items are dealt in that order, each to the program with the least
-    work so far, counted in key tiles and one more per item for its fill and drain (longest-processing-time
-    scheduling: on 132 programs the busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at
-    (8, 16, 2048)); so a program's items follow the launch order, and programs running at the same time share K
-    and V in L2."""
+    """The causal work items of persistent programs, as their kernel reads them (:func:`_hopper.deal_in_order`'s
+    table of item numbers in the launch order of :func:`_launch_order_item`, heaviest first in groups of
+    CAUSAL_HEAD_GROUP pairs). Each item costs its key tiles and one more for its fill and drain; on 132 programs
+    the busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at (8, 16, 2048). A program's
+    items follow the launch order, so programs running at the same time share K and V in L2."""
     pairs = items // q_tiles
-    loads = [(0, p) for p in range(programs)]
-    taken: list[list[int]] = [[] for _ in range(programs)]
-    for idx in range(items):
+
+    def cost(idx: int) -> int:
         # the query tile of item idx, as _launch_order_item computes it; it visits query_tile + 1 key tiles
         first = idx // (CAUSAL_HEAD_GROUP * q_tiles) * CAUSAL_HEAD_GROUP
         query_tile = q_tiles - 1 - (idx - first * q_tiles) // min(pairs - first, CAUSAL_HEAD_GROUP)
-        load, p = heapq.heappop(loads)
-        taken[p].append(idx)
-        heapq.heappush(loads, (load + query_tile + 2, p))
-    offsets = list(itertools.accumulate((len(t) for t in taken), initial=programs + 1))
-    return offsets + list(itertools.chain.from_iterable(taken))
+        return query_tile + 2
+
+    return _hopper.deal_in_order(map(cost, range(items)), programs)
 
 
 class HopperForward:

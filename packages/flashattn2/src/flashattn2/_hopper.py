@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import importlib
+import itertools
 import os
 import warnings
+from collections.abc import Iterable
 
 import torch
 import triton
@@ -42,17 +45,33 @@ def gluon_module(kind: str, device: torch.device):
         return None
 
 
+def deal_in_order(costs: Iterable[int], programs: int) -> list[int]:
+    """Work items for persistent programs, as the Hopper kernels read them: ``programs + 1`` offsets into the
+    list, then each program's item numbers. Items (item ``i`` costing ``costs[i]``, in any unit) are dealt in
+    order, each to the program with the least cost so far: longest-processing-time scheduling when the order
+    is heaviest first. Each program's items follow the order."""
+    loads = [(0, p) for p in range(programs)]
+    taken: list[list[int]] = [[] for _ in range(programs)]
+    for item, cost in enumerate(costs):
+        load, p = heapq.heappop(loads)
+        taken[p].append(item)
+        heapq.heappush(loads, (load + cost, p))
+    offsets = list(itertools.accumulate((len(t) for t in taken), initial=programs + 1))
+    return offsets + list(itertools.chain.from_iterable(taken))
+
+
 @contextlib.contextmanager
 def below_thresholds():
     """Within: the kernels run wherever their layout allows, below the measured dispatch thresholds too
-    (``MIN_SEQ_LEN``, ``MIN_SCORES`` of their modules), for tests and benchmarks at small
+    (the forward's ``MIN_SEQ_LEN``, the backward's ``THRESHOLDS``), for tests and benchmarks at small
     shapes. Plans built within keep their choice after it; callers clear the plan caches around it."""
     from flashattn2 import _gluon_backward, _gluon_forward  # they import this module
 
     lifted = {
         (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["forward"] for causal in (False, True)},
-        (_gluon_backward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["backward"] for causal in (False, True)},
-        (_gluon_backward, "MIN_SCORES"): 0,
+        (_gluon_backward, "THRESHOLDS"): {
+            (d, causal): ((0, 0),) for d in HEAD_DIMS["backward"] for causal in (False, True)
+        },
     }
     measured = {key: getattr(*key) for key in lifted}
     for (module, name), value in lifted.items():
