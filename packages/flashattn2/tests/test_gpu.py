@@ -191,15 +191,15 @@ def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 def test_persistent_hopper_kernels_take_several_items_per_program(
     hopper_at_small_shapes, monkeypatch, head_dim, causal
 ):
-    # The persistent programs take their work items in turn: the backward's (non-causal) a key tile of a k/v head,
-    # the forward's a query tile of a head (causal ones dealt on the host). As an MPS client with 15% of an H100
-    # (19 of 132 multiprocessors), the 68 and 136 items of a ragged length with grouped-query heads fall to 19
-    # programs.
+    # The persistent programs take their work items in turn: the backward's a key tile of a k/v head (non-causal)
+    # or of a query head (causal at head dim 64), the forward's a query tile of a head; causal ones are dealt on
+    # the host. As an MPS client with 15% of an H100 (19 of 132 multiprocessors), the 68 or 136 items of a ragged
+    # length with grouped-query heads fall to 19 programs.
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "15")
     q, k, v = _inputs((2, 4, 2100, head_dim), (2, 2, 2100, head_dim), torch.bfloat16)
     scale = check_attention_inputs(q, k, v)
     plans = backward.plan_for(q, q, k, v, q, causal, scale), forward.plan_for(q, k, v, causal, scale)
-    for plan in plans[1:] if causal else plans:
+    for plan in plans[1:] if causal and head_dim == 128 else plans:  # causal head dim 128: one item per program
         assert plan.hopper is not None and plan.hopper.items >= 3 * plan.hopper.grid[0]
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
     assert all(plan.hopper.launched for plan in plans)
