@@ -221,7 +221,7 @@ def _loader(
 
 @gluon.jit
 def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """The work item at ``where`` (:func:`_item`'s tuple): its K and V once the consumers have written out the
+    """The work item at ``where`` (:func:`_item`'s tuple): its K and V once the consumers have released the
     previous item's (``phase``: the parity of the program's items before it), then Q, dO, L and Delta of each
     query tile it visits into the ring, from ring step ``it`` on. Returns the ring step after the item's."""
     (
