@@ -443,6 +443,17 @@ def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu,
     assert not backward(q_shape, True).per_query_head
 
 
+def _dealt_lists(table, items, programs):
+    """Each program's items from a table of ``_hopper.deal_in_order``, after checking that the table deals every
+    item once and that each program's items follow the dealing order."""
+    offsets, dealt = table[: programs + 1], table[programs + 1 :]
+    assert offsets[0] == programs + 1 and offsets[-1] == len(table)
+    assert sorted(dealt) == list(range(items))
+    lists = [table[a:b] for a, b in itertools.pairwise(offsets)]
+    assert all(mine == sorted(mine) for mine in lists)
+    return lists
+
+
 def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopper_gpu):
     from flashattn2._gluon_backward import HopperBackward
 
@@ -455,12 +466,7 @@ def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopp
     # The items are dealt on the host: each once, each program's in item order (by (batch, head), key tile
     # descending: item i walks 32 - (31 - i % 32) query tiles), and no program's work (one more per item) more
     # than 8% above the mean: the last items dealt are the longest walks of the last head.
-    table = causal.schedule_table
-    offsets, dealt = table[:133], table[133:]
-    assert offsets[0] == 133 and offsets[-1] == len(table)
-    assert sorted(dealt) == list(range(causal.items))
-    programs = [table[a:b] for a, b in itertools.pairwise(offsets)]
-    assert all(mine == sorted(mine) for mine in programs)
+    programs = _dealt_lists(causal.schedule_table, causal.items, 132)
     work = [sum(tiles - (tiles - 1 - i % tiles) + 1 for i in mine) for mine in programs]
     assert max(work) <= 1.08 * sum(work) / len(work)
 
@@ -485,11 +491,7 @@ def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monke
     # The causal items are dealt on the host: each once, each program's in the launch order (query tile 31 of
     # four (batch, head) pairs, then 30, ...: item i of a group of four pairs visits 32 - (i % 128) // 4 key
     # tiles), and no program's work more than 2% above the mean.
-    offsets, dealt = causal.schedule_table[:133], causal.schedule_table[133:]
-    assert offsets[0] == 133 and offsets[-1] == len(causal.schedule_table)
-    assert sorted(dealt) == list(range(items))
-    programs = [causal.schedule_table[a:b] for a, b in itertools.pairwise(offsets)]
-    assert all(mine == sorted(mine) for mine in programs)
+    programs = _dealt_lists(causal.schedule_table, items, 132)
     work = [sum(query_tiles - (i % (4 * query_tiles)) // 4 for i in mine) for mine in programs]
     assert max(work) <= 1.02 * sum(work) / len(work)
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")

@@ -991,10 +991,7 @@ class HopperBackward:
         dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         if self.schedule_device is None:
-            if self.schedule_table is None:  # not read: any int32 tensor
-                self.schedule_device = torch.zeros(1, dtype=torch.int32, device=self.device)
-            else:
-                self.schedule_device = torch.tensor(self.schedule_table, dtype=torch.int32, device=self.device)
+            self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
         self.prologue(out, grad_out, delta, counters)
         if self.per_query_head:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)

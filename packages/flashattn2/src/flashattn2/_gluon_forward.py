@@ -629,10 +629,7 @@ class HopperForward:
 
     def __call__(self, q, k, v, out, lse) -> None:
         if self.schedule_device is None:
-            if self.schedule_table is None:  # not read: any int32 tensor
-                self.schedule_device = torch.zeros(1, dtype=torch.int32, device=q.device)
-            else:
-                self.schedule_device = torch.tensor(self.schedule_table, dtype=torch.int32, device=q.device)
+            self.schedule_device = _hopper.schedule_tensor(self.schedule_table, q.device)
         describe_q, describe_k, describe_v, describe_out = self.descriptors
         self.kernel(describe_q(q), describe_k(k), describe_v(v), describe_out(out), lse, self.schedule_device)
         self.launched = True

@@ -60,6 +60,12 @@ def deal_in_order(costs: Iterable[int], programs: int) -> list[int]:
     return offsets + list(itertools.chain.from_iterable(taken))
 
 
+def schedule_tensor(table: list[int] | None, device: torch.device) -> torch.Tensor:
+    """The int32 device copy of a :func:`deal_in_order` table, or of one 0 where the kernel reads none (``None``).
+    Launchers make it on their first call: CPU tests build plans for CUDA devices they never touch."""
+    return torch.tensor([0] if table is None else table, dtype=torch.int32, device=device)
+
+
 @contextlib.contextmanager
 def below_thresholds():
     """Within: the kernels run wherever their layout allows, below the measured dispatch thresholds too
