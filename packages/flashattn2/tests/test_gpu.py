@@ -7,6 +7,11 @@ Run on the GPU machine with::
 (``-n 4``, pytest-xdist: the kernels of each (dtype, head dim, causal) compile in parallel.)
 """
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -303,6 +308,35 @@ def test_forward_backward_replays_in_a_cuda_graph(shape, path):
     torch.cuda.synchronize()
     for replayed, eager in zip(captured, step()):
         assert torch.equal(replayed, eager)
+
+
+# A fresh process with an empty Triton cache records which thread compiled each kernel of a first fp32
+# forward and backward.
+_COMPILE_THREADS = """
+import json, threading, torch, triton
+from flashattn2 import flash_attention
+threads = {}
+def record(*, fn, **_):
+    threads.setdefault(fn.name, []).append(threading.current_thread().name)
+triton.knobs.runtime.jit_post_compile_hook = record
+q, k, v = (torch.randn(4, 128, 64, device="cuda", requires_grad=True) for _ in range(3))
+out = flash_attention(q, k, v, causal=True)
+out.backward(torch.randn_like(out))
+torch.cuda.synchronize()
+print(json.dumps(threads))
+"""
+
+
+@pytest.mark.parametrize("background", ["1", "0"])
+def test_the_backward_kernel_compiles_while_the_forward_runs(tmp_path, background):
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "FLASHATTN2_BACKGROUND_COMPILE": background}
+    child = subprocess.run(
+        [sys.executable, "-c", _COMPILE_THREADS], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    threads = json.loads(child.stdout.splitlines()[-1])
+    assert threads["_forward_kernel"] == ["MainThread"]
+    [backward_thread] = threads["_one_launch_kernel"]  # compiled once: by a worker, or by the backward's thread
+    assert backward_thread.startswith("flashattn2-compile") == (background == "1")
 
 
 def test_torch_compile_fullgraph_inductor():

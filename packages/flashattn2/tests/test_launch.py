@@ -3,14 +3,18 @@ choice, and the guard for the kernels' 32-bit offsets (no GPU needed: the Triton
 JIT function is replaced by a recorder)."""
 
 import itertools
+import threading
+import time
 
 import pytest
 import torch
 
 import flashattn2._launch as launch_module
+from flashattn2 import FlashAttention2Triton
 from flashattn2._configs import Tile, TileKey, default_tile, shared_memory_bytes
 from flashattn2._launch import CompiledLaunch, TileChooser, alignments
 from flashattn2._triton_common import contiguous_strides, needs_contiguous_copy
+from flashattn2.testing import naive_attention_float64
 
 
 class _RecordingJIT:
@@ -234,6 +238,79 @@ def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeyp
     triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
     assert launched == kernels
     backward_plan.cache_clear()
+
+
+def test_a_first_launch_waits_for_its_background_compile(monkeypatch):
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    fn = _RecordingJIT()
+    compiled = []
+
+    def warmup(*args, grid, **kwargs):
+        time.sleep(0.2)  # a compile that is still running when the first call comes
+        compiled.append((threading.current_thread().name, grid, args, kwargs))
+        fn.launches.append("compiled")
+
+    fn.warmup = warmup
+    tile = Tile(64, 32, 8, 3)
+    launch = CompiledLaunch(fn, (5, 2, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, tile, torch.device("cpu"))
+    x, y = torch.randn(3), torch.randn(3)
+    launch.compile_in_background(x, y)
+    launch(x, y)
+    [(thread, grid, args, kwargs)] = compiled
+    assert thread.startswith("flashattn2-compile") and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
+    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False}
+    assert fn.launches[0] == "compiled" and fn.launches[1][0] == "jit"  # the launch came after the compile
+
+
+@pytest.mark.triton_kernels
+@pytest.mark.parametrize("max_scores", [0, 2 * 24 * 24])  # the backward as two kernels, then as one launch
+def test_a_forward_that_needs_gradients_compiles_its_backward_early(monkeypatch, max_scores):
+    import flashattn2._triton_backward as backward
+    from flashattn2._triton_backward import backward_plan
+    from flashattn2._triton_forward import forward_plan
+
+    # Under the interpreter nothing is compiled: record what would be, and let the calls run.
+    monkeypatch.setattr(backward, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", max_scores)
+    monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
+    monkeypatch.delenv("FLASHATTN2_BACKGROUND_COMPILE", raising=False)
+    early, launched = {}, {}
+
+    def specialization(tensors):  # what Triton specializes a kernel's tensor arguments on
+        return [(x.dtype, x.data_ptr() % 16 == 0) for x in tensors]
+
+    def compile_in_background(self, *tensors):
+        early[self] = specialization(tensors)
+
+    real_call = CompiledLaunch.__call__
+
+    def call(self, *tensors):
+        launched.setdefault(self, specialization(tensors))
+        return real_call(self, *tensors)
+
+    monkeypatch.setattr(CompiledLaunch, "compile_in_background", compile_in_background)
+    monkeypatch.setattr(CompiledLaunch, "__call__", call)
+    forward_plan.cache_clear()
+    backward_plan.cache_clear()  # plans made by other tests would skip their first calls here
+    try:
+        with torch.no_grad():  # inputs that need no gradient: no backward to prepare
+            FlashAttention2Triton.apply(*(torch.randn(1, 2, 24, 16) for _ in range(3)), True)
+        assert not early
+        q, k, v = (torch.randn(1, 2, 24, 16, requires_grad=True) for _ in range(3))
+        out = FlashAttention2Triton.apply(q, k, v, True)
+        kernels = ["_one_launch_kernel"] if max_scores else ["_dq_kernel", "_dkdv_kernel"]
+        assert [launch.fn.__name__ for launch in early] == kernels
+        out.backward(torch.randn_like(out))
+        # the backward launched the prepared kernels, with tensors of the stand-ins' dtypes and alignments
+        assert [launch.fn.__name__ for launch in launched if launch in early] == kernels
+        assert all(launched[launch] == standins for launch, standins in early.items())
+        out64, _ = naive_attention_float64(q, k, v, causal=True)
+        torch.testing.assert_close(out.double(), out64, rtol=0, atol=1e-5)
+        FlashAttention2Triton.apply(q, k, v, True)  # the same layout again: prepared once
+        assert len(early) == len(kernels)
+    finally:
+        forward_plan.cache_clear()
+        backward_plan.cache_clear()
 
 
 @pytest.fixture

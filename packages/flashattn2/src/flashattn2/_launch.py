@@ -19,6 +19,11 @@ of a plan because a plan's key holds everything Triton specializes a kernel on:
 integer arguments (shapes and strides) and tensor dtypes and alignments (a TMA
 descriptor's block shape and layout are fixed by the launcher that builds it).
 
+:meth:`CompiledLaunch.compile_in_background` compiles a launch's kernel on a
+worker thread ahead of its first call (the backward's kernels while the forward
+runs, see :func:`flashattn2._triton_backward.compile_backward_early`); that first
+call waits for the compile and finds the kernel in Triton's cache.
+
 :class:`TileChooser` picks a plan's tile: the shipped default of
 :mod:`flashattn2._configs`, or with ``FLASHATTN2_AUTOTUNE=1`` the fastest
 candidate timed on the first call's own inputs.
@@ -26,7 +31,11 @@ candidate timed on the first call's own inputs.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 
 import torch
 import triton
@@ -38,6 +47,17 @@ from flashattn2._triton_common import KERNELS_INTERPRETED
 # few hundred bytes; the bound keeps a process that sees ever new lengths (a
 # growing KV cache, say) from growing without limit.
 PLAN_CACHE_SIZE = 4096
+
+# Worker threads for compiles ahead of a kernel's first call: two, so that the backward's dQ and dK/dV kernels
+# compile side by side. Compiles in threads overlap: two took 0.6-0.7x their serial time (benchmarks/NOTES.md,
+# v102; ptxas runs as a separate process).
+_compiler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flashattn2-compile")
+
+
+def background_compiles_enabled() -> bool:
+    """Whether kernels may be compiled ahead of their first call (``FLASHATTN2_BACKGROUND_COMPILE=0`` turns it
+    off: each kernel then compiles on its first call, on the calling thread)."""
+    return os.environ.get("FLASHATTN2_BACKGROUND_COMPILE", "1") != "0"
 
 
 def on_its_device(run: Callable, device: torch.device, *args):
@@ -95,23 +115,39 @@ class CompiledLaunch:
     ) -> None:
         self.fn, self.grid, self.scalars, self.constexprs, self.tile = fn, grid, scalars, constexprs, tile
         self.launch_pdl = launch_pdl
-        self.device_index = device.index
+        self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
+        self.compiling = None  # the compile_in_background future, if any
+
+    def _check_constexprs(self, tensors: tuple) -> None:
+        names = list(self.fn.arg_names[len(tensors) + len(self.scalars) :])
+        if list(self.constexprs) != names:
+            raise TypeError(f"{self.fn.__name__}: constexprs must be {names} in order; got {list(self.constexprs)}")
+
+    def _options(self) -> dict:
+        """Triton's launch options of this kernel."""
+        tile = self.tile
+        return dict(num_warps=tile.num_warps, num_stages=tile.num_stages, launch_pdl=self.launch_pdl)
+
+    def compile_in_background(self, *tensors: torch.Tensor) -> None:
+        """Start compiling the kernel on a worker thread (Triton's ``warmup``: compile, no launch), so that
+        the first call finds it in Triton's cache. ``tensors`` stand in for the call's: Triton specializes on
+        their dtypes and 16-byte alignments only (their strides are among the scalars), so tensors of the same
+        dtypes and alignments will do. Errors are left to the first call, which then compiles and raises them."""
+        self._check_constexprs(tensors)
+        warmup = functools.partial(
+            self.fn.warmup, *tensors, *self.scalars, **self.constexprs, **self._options(), grid=self.grid
+        )
+        self.compiling = _compiler.submit(on_its_device, warmup, self.device)  # Triton compiles for that device
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.kernel is None:
-            names = list(self.fn.arg_names[len(tensors) + len(self.scalars) :])
-            if list(self.constexprs) != names:
-                raise TypeError(f"{self.fn.__name__}: constexprs must be {names} in order; got {list(self.constexprs)}")
-            kernel = self.fn[self.grid](
-                *tensors,
-                *self.scalars,
-                **self.constexprs,
-                num_warps=self.tile.num_warps,
-                num_stages=self.tile.num_stages,
-                launch_pdl=self.launch_pdl,
-            )
+            self._check_constexprs(tensors)
+            if self.compiling is not None:  # then the JIT finds the kernel in its cache
+                wait_for((self.compiling,))
+                self.compiling = None
+            kernel = self.fn[self.grid](*tensors, *self.scalars, **self.constexprs, **self._options())
             if not KERNELS_INTERPRETED:
                 self.kernel = kernel
             return

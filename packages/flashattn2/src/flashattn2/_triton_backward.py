@@ -32,6 +32,10 @@ tiles, skipped tiles) mirrors the forward kernel.
 On a Hopper GPU, long sequences at head dim 64 or 128 in fp16 or bf16 run the
 five-product kernel of :mod:`flashattn2._gluon_backward` instead, deterministic
 too (``hopper_backward_applies`` says where).
+
+A forward whose inputs require grad starts compiling these kernels for its
+backward on worker threads (:func:`compile_backward_early`), so that a new
+layout's first backward does not wait for its compile.
 """
 
 from __future__ import annotations
@@ -43,9 +47,17 @@ import triton
 import triton.language as tl
 
 from flashattn2 import _hopper
-from flashattn2._configs import TileKey
-from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
+from flashattn2._configs import TileKey, autotuning
+from flashattn2._launch import (
+    PLAN_CACHE_SIZE,
+    CompiledLaunch,
+    TileChooser,
+    alignments,
+    background_compiles_enabled,
+    on_its_device,
+)
 from flashattn2._triton_common import (
+    KERNELS_INTERPRETED,
     LOG2_E,
     LOG2_E_IN_KERNEL,
     bf16_ready,
@@ -791,6 +803,26 @@ class BackwardPlan:
         scalars = (*self.one_launch_scalars, dq_grid_x, dq_programs, dkdv_grid_x)
         return CompiledLaunch(_one_launch_kernel, grid, scalars, self._constexprs(tile), tile, self.device)
 
+    def compile_early(self, q, k, v) -> None:
+        """Start compiling the Triton kernels of this plan's first call on worker threads, with their tiles from
+        the table (:meth:`flashattn2._launch.CompiledLaunch.compile_in_background`). ``q``, ``k``, ``v``: 16-byte
+        aligned; they stand in for every tensor argument of their dtype, as the call's will all be aligned: out,
+        grad_out and lse freshly allocated, dq, dk, dv from one buffer whose parts start at multiples of 16
+        bytes. Does nothing for the Hopper kernel's layouts or where the call's tensors may be unaligned."""
+        if self.empty or self.hopper is not None or self.launch_one or self.launch_dq:
+            return
+        if self.same_shapes and q.numel() * q.element_size() % 16:  # dk and dv, views of dq's buffer, unaligned
+            return
+        lse = torch.empty(1, dtype=torch.float32, device=self.device)  # for L and Delta: float32, aligned
+        if self.one_launch:
+            self.launch_one = self.compiled_one_launch(one_launch_tiles.choose(self.tile_key, None, "dkdv"))
+            self.launch_one.compile_in_background(q, k, v, q, q, lse, q, k, v)
+        else:
+            self.launch_dq = self.compiled_dq(dq_tiles.choose(self.tile_key, None, "dq"))
+            self.launch_dkdv = self.compiled_dkdv(dkdv_tiles.choose(self.tile_key, None, "dkdv"))
+            self.launch_dq.compile_in_background(q, k, v, q, q, lse, lse, q)
+            self.launch_dkdv.compile_in_background(q, k, v, q, q, lse, lse, k, v)
+
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
         if one_allocation and self.same_shapes:
             dq, dk, dv = torch.empty((3, *self.q_shape), dtype=self.dtype, device=self.device).unbind(0)
@@ -877,6 +909,33 @@ def triton_backward(
     """
     plan = plan_for(grad_out, q, k, v, out, causal, softmax_scale)
     return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)
+
+
+def compile_backward_early(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float):
+    """Start compiling, on worker threads, the Triton kernels that the backward of
+    ``triton_forward(q, k, v, causal, softmax_scale)`` will run where O and its gradient are contiguous
+    (:meth:`BackwardPlan.compile_early`); a gradient of another layout (an expanded one, say) has a plan of
+    its own, which compiles on its first call. The forward calls it once per layout whose inputs require
+    grad. Does nothing under Triton's interpreter, with ``FLASHATTN2_AUTOTUNE=1`` (the first call times every
+    candidate tile), with ``FLASHATTN2_BACKGROUND_COMPILE=0``, or for unaligned inputs."""
+    if KERNELS_INTERPRETED or autotuning() or not background_compiles_enabled() or alignments(q, k, v) is not True:
+        return
+    out_stride = contiguous_strides(q.shape)
+    plan = backward_plan(
+        q.shape,
+        q.stride(),
+        k.shape,
+        k.stride(),
+        v.stride(),
+        out_stride,
+        out_stride,
+        q.dtype,
+        q.device,
+        causal,
+        softmax_scale,
+        True,
+    )
+    plan.compile_early(q, k, v)
 
 
 def plan_for(grad_out, q, k, v, out, causal: bool, softmax_scale: float) -> BackwardPlan:

@@ -33,6 +33,7 @@ import triton.language as tl
 from flashattn2 import _hopper
 from flashattn2._configs import TileKey
 from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
+from flashattn2._triton_backward import compile_backward_early
 from flashattn2._triton_common import (
     LOG2_E,
     bf16_ready,
@@ -245,7 +246,8 @@ class ForwardPlan:
         kv_heads, n_k = k_shape[1], k_shape[2]
         self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
         self.dtype, self.device, self.causal, self.head_dim = dtype, device, causal, head_dim
-        self.negative_scale = softmax_scale < 0
+        self.softmax_scale, self.negative_scale = softmax_scale, softmax_scale < 0
+        self.backward_compiled_early = False  # set by the first call whose inputs require grad
         # Views whose (batch, head) spans past the kernels' 32-bit offsets are copied (needs_contiguous_copy).
         self.copy = tuple(
             needs_contiguous_copy(shape, stride, name)
@@ -296,6 +298,10 @@ class ForwardPlan:
         )
 
     def __call__(self, q, k, v):
+        if not self.backward_compiled_early and (q.requires_grad or k.requires_grad or v.requires_grad):
+            # a backward will likely follow: its kernels compile while this call compiles or runs its own
+            self.backward_compiled_early = True
+            compile_backward_early(q, k, v, self.causal, self.softmax_scale)
         o = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
         lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
         if self.empty:
