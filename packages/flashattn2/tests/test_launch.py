@@ -310,6 +310,32 @@ def test_a_forward_that_needs_gradients_compiles_its_backward_early(monkeypatch,
         backward_plan.cache_clear()
 
 
+@pytest.mark.triton_kernels
+def test_an_expanded_gradient_runs_as_its_contiguous_copy(monkeypatch):
+    # out.sum().backward() hands the backward an expanded gradient (strides 0). Copied, it gets the contiguous
+    # gradient's plan: the same compiled kernels, and on Hopper the TMA loads that need a unit last stride.
+    import flashattn2._triton_backward as backward
+    from flashattn2._triton_backward import triton_backward
+    from flashattn2._triton_forward import triton_forward
+
+    q, k, v = (torch.randn(1, 2, 24, 16) for _ in range(3))
+    out, lse = triton_forward(q, k, v, True, 0.25)
+    expanded = torch.randn(()).expand(out.shape)
+    looked_up = []
+    plan_for = backward.plan_for
+
+    def recording_plan_for(grad_out, *args):
+        looked_up.append(grad_out.stride())
+        return plan_for(grad_out, *args)
+
+    monkeypatch.setattr(backward, "plan_for", recording_plan_for)
+    grads = triton_backward(expanded, q, k, v, out, lse, True, 0.25)
+    copied = triton_backward(expanded.contiguous(), q, k, v, out, lse, True, 0.25)
+    assert looked_up == [contiguous_strides(out.shape)] * 2
+    for got, want in zip(grads, copied, strict=True):
+        assert torch.equal(got, want)
+
+
 @pytest.fixture
 def on_a_hopper_gpu(monkeypatch):
     """The Hopper kernels' modules believing they run on an H100 (132 multiprocessors) with their tested Triton;

@@ -895,7 +895,9 @@ def triton_backward(
     the Gluon kernel of :mod:`flashattn2._gluon_backward`).
 
     Arguments:
-        grad_out, out: ``(B, H, Nq, D)``, any strides (see ``triton_forward``), q's dtype.
+        grad_out, out: ``(B, H, Nq, D)``, any strides (see ``triton_forward``; a grad_out whose last
+            stride is not 1, such as the expanded gradient of ``out.sum()``, is copied first, so that it
+            runs as a contiguous one: the same kernels, and the Hopper kernel's TMA loads), q's dtype.
         q: ``(B, H, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; the forward's inputs.
         lse: ``(B, H, Nq)`` float32, the forward's logsumexp (natural log).
         causal, softmax_scale: as in the forward.
@@ -907,6 +909,8 @@ def triton_backward(
     Returns:
         ``(dq, dk, dv)``, contiguous, with the shapes and dtype of q, k and v.
     """
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()
     plan = plan_for(grad_out, q, k, v, out, causal, softmax_scale)
     return on_its_device(plan, q.device, grad_out, q, k, v, out, lse, one_allocation)
 
