@@ -3,6 +3,8 @@ choice, and the guard for the kernels' 32-bit offsets (no GPU needed: the Triton
 JIT function is replaced by a recorder)."""
 
 import itertools
+import os
+import signal
 import threading
 import time
 
@@ -260,6 +262,53 @@ def test_a_first_launch_waits_for_its_background_compile(monkeypatch):
     assert thread.startswith("flashattn2-compile") and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
     assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False}
     assert fn.launches[0] == "compiled" and fn.launches[1][0] == "jit"  # the launch came after the compile
+
+
+def _first_launches_in_a_forked_child(launch, fn, x):
+    """In a child forked while ``launch``'s background compile runs: its first call, then a new background
+    compile and call. Returns the child's exit status (0: both ran)."""
+    pid = os.fork()
+    if pid == 0:  # the child: no test runner here, only the exit status speaks
+        status = 1
+        try:
+            launch(x)
+            again = CompiledLaunch(fn, (1, 1, 1), (), {}, Tile(16, 16, 4, 1), torch.device("cpu"))
+            again.compile_in_background(x)
+            again(x)
+            status = 0 if ("compiled", os.getpid()) in fn.launches else 1
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_neither_waits_for_the_parents_compiles_nor_lacks_its_own(monkeypatch):
+    # A data loader's workers, say, forked while a compile ran: the parent's worker threads do not exist in the
+    # child, so a wait for their compile would never end there.
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    fn = _RecordingJIT()
+    fn.arg_names = ("X",)
+
+    def warmup(*args, grid, **kwargs):
+        time.sleep(1.0 if os.getpid() == parent else 0.0)
+        fn.launches.append(("compiled", os.getpid()))
+
+    parent = os.getpid()
+    fn.warmup = warmup
+    launch = CompiledLaunch(fn, (1, 1, 1), (), {}, Tile(16, 16, 4, 1), torch.device("cpu"))
+    x = torch.randn(3)
+    launch.compile_in_background(x)  # still running at the fork
+    assert _first_launches_in_a_forked_child(launch, fn, x) == 0
+    launch(x)
+    assert ("compiled", parent) in fn.launches
 
 
 @pytest.mark.triton_kernels

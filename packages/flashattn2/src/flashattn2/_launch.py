@@ -50,8 +50,16 @@ PLAN_CACHE_SIZE = 4096
 
 # Worker threads for compiles ahead of a kernel's first call: two, so that the backward's dQ and dK/dV kernels
 # compile side by side. Compiles in threads overlap: two took 0.6-0.7x their serial time (benchmarks/NOTES.md,
-# v102; ptxas runs as a separate process).
-_compiler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flashattn2-compile")
+# v102; ptxas runs as a separate process). (process id, executor), made on first use in each process: a child
+# forked from this one (a data loader's worker, say) has none of its threads.
+_compiler: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _compile_threads() -> ThreadPoolExecutor:
+    global _compiler
+    if _compiler is None or _compiler[0] != os.getpid():
+        _compiler = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="flashattn2-compile"))
+    return _compiler[1]
 
 
 def background_compiles_enabled() -> bool:
@@ -118,7 +126,7 @@ class CompiledLaunch:
         self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
-        self.compiling = None  # the compile_in_background future, if any
+        self.compiling = None  # (process id, future) of compile_in_background, if any
 
     def _check_constexprs(self, tensors: tuple) -> None:
         names = list(self.fn.arg_names[len(tensors) + len(self.scalars) :])
@@ -139,13 +147,16 @@ class CompiledLaunch:
         warmup = functools.partial(
             self.fn.warmup, *tensors, *self.scalars, **self.constexprs, **self._options(), grid=self.grid
         )
-        self.compiling = _compiler.submit(on_its_device, warmup, self.device)  # Triton compiles for that device
+        # on_its_device: Triton compiles for the current device
+        self.compiling = (os.getpid(), _compile_threads().submit(on_its_device, warmup, self.device))
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.kernel is None:
             self._check_constexprs(tensors)
-            if self.compiling is not None:  # then the JIT finds the kernel in its cache
-                wait_for((self.compiling,))
+            if self.compiling is not None:
+                process, future = self.compiling
+                if process == os.getpid():  # a forked child would wait for its parent's thread forever
+                    wait_for((future,))  # then the JIT finds the kernel in its cache
                 self.compiling = None
             kernel = self.fn[self.grid](*tensors, *self.scalars, **self.constexprs, **self._options())
             if not KERNELS_INTERPRETED:
