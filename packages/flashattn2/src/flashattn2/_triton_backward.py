@@ -920,8 +920,9 @@ def compile_backward_early(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     ``triton_forward(q, k, v, causal, softmax_scale)`` will run where O and its gradient are contiguous
     (:meth:`BackwardPlan.compile_early`), or with a last stride other than 1 (copied first); a gradient of
     other strides has a plan of its own, which compiles on its first call. The forward calls it once per
-    layout whose inputs require grad. Does nothing under Triton's interpreter, with ``FLASHATTN2_AUTOTUNE=1`` (the first call times every
-    candidate tile), with ``FLASHATTN2_BACKGROUND_COMPILE=0``, or for unaligned inputs."""
+    layout whose inputs require grad. Does nothing under Triton's interpreter, with ``FLASHATTN2_AUTOTUNE=1``
+    (the first call times every candidate tile), with ``FLASHATTN2_BACKGROUND_COMPILE=0``, or for unaligned
+    inputs."""
     if KERNELS_INTERPRETED or autotuning() or not background_compiles_enabled() or alignments(q, k, v) is not True:
         return
     out_stride = contiguous_strides(q.shape)
