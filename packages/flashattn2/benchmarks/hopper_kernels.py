@@ -69,6 +69,20 @@ SHAPES = {
         ((2, 16, 8192, 128), True),
         ((1, 16, 16384, 128), True),
         ((1, 16, 16384, 128), False),
+        ((4, 16, 512, 256), True),
+        ((8, 16, 512, 256), True),
+        ((4, 16, 512, 256), False),
+        ((8, 16, 512, 256), False),
+        ((16, 16, 512, 256), False),
+        ((1, 16, 1024, 256), True),
+        ((2, 16, 1024, 256), True),
+        ((8, 16, 1024, 256), True),
+        ((4, 16, 1024, 256), False),
+        ((4, 8, 2048, 256), True),
+        ((4, 16, 2048, 256), False),
+        ((2, 16, 4096, 256), True),
+        ((2, 16, 4096, 256), False),
+        ((1, 16, 8192, 256), True),
     ],
     "forward": [
         ((1, 4, 128, 64), True),
@@ -139,12 +153,15 @@ def kernel_ms(kernel: str, shape, causal: bool, rounds: int = 3) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=sorted(SHAPES), default="backward")
+    parser.add_argument("--head-dims", type=int, nargs="+", help="only the shapes of these head dims")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
     rows = []
     print(f"{'(B, H, N, D)':20} {'mask':6} {'scores':>12} {'hopper':>8} {'triton':>8} {'ratio':>6}", flush=True)
     with below_thresholds():  # measure below the thresholds too
         for shape, causal in SHAPES[args.kernel]:
+            if args.head_dims and shape[-1] not in args.head_dims:
+                continue
             row = kernel_ms(args.kernel, shape, causal)
             row["scores"] = shape[0] * shape[1] * shape[2] ** 2
             print(

@@ -172,13 +172,14 @@ def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, c
     ],
     ids=str,
 )
-def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape, scale):
-    # 64-key tiles: odd lengths (a ragged last query and key tile), grouped-query heads, a negative scale;
-    # the backward runs the Triton kernels.
+def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape, scale):
+    # 64-key tiles, and in the backward consumers that own half of the head dimension each: odd lengths (a ragged
+    # last query and key tile), grouped-query heads, a negative scale.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v) if scale is None else scale
+    plan = backward.plan_for(q, q, k, v, q, causal, scale)
     forward_plan = forward.plan_for(q, k, v, causal, scale)
-    assert forward_plan.hopper is not None
+    assert plan.hopper is not None and forward_plan.hopper is not None
     assert_attention_matches_reference(
         lambda q, k, v, c: flash_attention(q, k, v, causal=c, softmax_scale=scale),
         q,
@@ -187,31 +188,40 @@ def test_hopper_forward_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
         causal=causal,
         softmax_scale=scale,
     )
-    assert forward_plan.hopper.launched
+    assert plan.hopper.launched and forward_plan.hopper.launched
 
 
 @hopper_only
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "head_dim, causal, n, persistent",
+    [
+        (64, False, 2100, ("backward", "forward")),
+        (64, True, 2100, ("backward", "forward")),
+        (128, False, 2100, ("backward", "forward")),
+        (128, True, 2100, ("forward",)),  # the causal backward at head dim 128: one item per program
+        (256, False, 1000, ("backward",)),  # the forward at head dim 256: one item per program
+    ],
+)
 def test_persistent_hopper_kernels_take_several_items_per_program(
-    hopper_at_small_shapes, monkeypatch, head_dim, causal
+    hopper_at_small_shapes, monkeypatch, head_dim, causal, n, persistent
 ):
     # The persistent programs take their work items in turn: the backward's a key tile of a k/v head (non-causal)
     # or of a query head (causal at head dim 64), the forward's a query tile of a head; causal ones are dealt on
-    # the host. As an MPS client with 15% of an H100 (19 of 132 multiprocessors), the 68 or 136 items of a ragged
-    # length with grouped-query heads fall to 19 programs.
+    # the host. As an MPS client with 15% of an H100 (19 of 132 multiprocessors), the 64 to 136 items of a ragged
+    # length with grouped-query heads fall to 19 programs (a non-causal walk needs its key tiles at once: at head
+    # dim 256, with 64 keys each, the length is shorter).
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "15")
-    q, k, v = _inputs((2, 4, 2100, head_dim), (2, 2, 2100, head_dim), torch.bfloat16)
+    q, k, v = _inputs((2, 4, n, head_dim), (2, 2, n, head_dim), torch.bfloat16)
     scale = check_attention_inputs(q, k, v)
-    plans = backward.plan_for(q, q, k, v, q, causal, scale), forward.plan_for(q, k, v, causal, scale)
-    for plan in plans[1:] if causal and head_dim == 128 else plans:  # causal head dim 128: one item per program
-        assert plan.hopper is not None and plan.hopper.items >= 3 * plan.hopper.grid[0]
+    plans = {"backward": backward.plan_for(q, q, k, v, q, causal, scale), "forward": forward.plan_for(q, k, v, causal, scale)}
+    for kind in persistent:
+        assert plans[kind].hopper is not None and plans[kind].hopper.items >= 3 * plans[kind].hopper.grid[0]
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
-    assert all(plan.hopper.launched for plan in plans)
+    assert all(plan.hopper.launched for plan in plans.values())
 
 
 @hopper_only
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("scale", [-0.3, 0.0])
 def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_shapes, scale, head_dim):
     # Masked scores times a negative scale: the causal diagonal and the ragged last key tile.

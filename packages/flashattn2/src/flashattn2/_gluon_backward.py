@@ -77,9 +77,7 @@ from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
 
 SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup product's M)
-BLOCK_N = gl.constexpr(128)  # keys per program: two consumer warpgroups of 64
-DQ_COLS = gl.constexpr(64)  # dQ columns per consumer warpgroup and step: all of 64, half of 128
-STAGES = gl.constexpr(2)  # slots of the Q/dO/L/Delta ring, and dS buffers
+DQ_COLS = gl.constexpr(64)  # columns of a dQ piece: all of 64, half of 128, a quarter of 256
 SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: dK and dV are written in such blocks
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
 
@@ -101,6 +99,20 @@ def _ptx(ASM: gl.constexpr):
     gl.inline_asm_elementwise(ASM + " mov.u32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
 
+@gluon.jit
+def _zero_at_run_time(x):
+    """0, computed by an instruction the compiler cannot see through (``x`` only orders it in the loop): shared
+    memory indexed by it is addressed afresh in each iteration, so that the products' shared-memory descriptors are
+    not hoisted out of the loop, where ptxas would hold them all in registers and spill (NOTES v106)."""
+    return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _one_of(smem):
+    """``smem`` (2-D) as the only buffer of a one-buffer array, to be indexed by :func:`_zero_at_run_time`."""
+    return smem._reinterpret(smem.dtype, [1, smem.shape[0], smem.shape[1]], smem.layout)
+
+
 @gluon.constexpr_function
 def block_m(head_dim):
     """Query rows per step: 128 at head dim 64 (226 KB of shared memory, of the 227 KB an H100 block may
@@ -109,16 +121,38 @@ def block_m(head_dim):
 
 
 @gluon.constexpr_function
-def _dq_row(warpgroup, head_dim):
-    """The first row of consumer ``warpgroup``'s SUB_M x DQ_COLS piece of a dQ tile: a row half of a 128-row
-    tile, or (with :func:`_dq_col`) a column half of a 64-row one."""
-    return warpgroup * SUB_M if block_m(head_dim) == 2 * SUB_M else 0
+def block_n(head_dim):
+    """Keys per work item: 128 (a consumer warpgroup per 64) up to head dim 128. At 256, 64, which both
+    warpgroups share, each owning half of the head dimension of dK and dV (FlashAttention-3's head-dim-256
+    tiles): 128 keys of K and V would take 128 KB."""
+    return 64 if head_dim == 256 else 128
 
 
 @gluon.constexpr_function
-def _dq_col(warpgroup, head_dim):
-    """The first column of consumer ``warpgroup``'s piece of a dQ tile (see :func:`_dq_row`)."""
-    return 0 if block_m(head_dim) == 2 * SUB_M else warpgroup * DQ_COLS
+def stages(head_dim):
+    """Slots of the Q/dO/L/Delta ring, and dS buffers: 2, or 1 at head dim 256, where K, V, one slot, P^T,
+    dS^T and the dQ pieces take 208 KB of the 227 KB (a second slot would need 64 KB more)."""
+    return 1 if head_dim == 256 else 2
+
+
+@gluon.constexpr_function
+def dq_buffers(head_dim):
+    """dQ buffers among the four SUB_M x DQ_COLS pieces of shared memory, each added by a writer of its own: 2
+    of two pieces (a piece per consumer warpgroup), or at head dim 256 1 of four (two per warpgroup)."""
+    return 1 if head_dim == 256 else 2
+
+
+@gluon.constexpr_function
+def _dq_row(piece, head_dim):
+    """The first row of a dQ tile's SUB_M x DQ_COLS piece ``piece`` (a consumer warpgroup's, or at head dim 256
+    one of its two): a row half of a 128-row tile, or (with :func:`_dq_col`) a column part of a 64-row one."""
+    return piece * SUB_M if block_m(head_dim) == 2 * SUB_M else 0
+
+
+@gluon.constexpr_function
+def _dq_col(piece, head_dim):
+    """The first column of a dQ tile's piece ``piece`` (see :func:`_dq_row`)."""
+    return 0 if block_m(head_dim) == 2 * SUB_M else piece * DQ_COLS
 
 
 @gluon.jit
@@ -137,9 +171,9 @@ def _lse2(lse_smem, queries, n_ctx, layout: gl.constexpr):
 
 
 @gluon.jit
-def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """The query tile key tile ``n`` visits at ``step``: from its diagonal up (causal) or around (full)."""
-    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
+    """The query tile key tile ``n`` visits at ``step``, RATIO query tiles per key tile: from its diagonal up
+    (causal) or around (full)."""
     if CAUSAL:
         return RATIO * n + step
     else:
@@ -147,9 +181,8 @@ def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr)
 
 
 @gluon.jit
-def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """How many query tiles key tile ``n`` visits (per query head)."""
-    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
+    """How many query tiles key tile ``n`` visits (per query head), RATIO query tiles per key tile."""
     if CAUSAL:
         return q_tiles - RATIO * n
     else:
@@ -246,17 +279,19 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
         key_tiles,
     ) = loader_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    STAGES: gl.constexpr = stages(HEAD_DIM)
     n, b, hk, h0, n_heads, _ = where
     mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are read (causal) or written out
     mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
     kv_block = [b, hk, n * BLOCK_N, 0]
     tma.async_copy_global_to_shared(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     tma.async_copy_global_to_shared(v_desc, kv_block, kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_N // BLOCK_M)
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
+            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_N // BLOCK_M)
             if j < q_tiles:
                 slot = it % STAGES
                 mbarrier.wait(q_empty.index(slot), ((it // STAGES) & 1) ^ 1)
@@ -300,8 +335,9 @@ def _dq_writer(
 
 @gluon.jit
 def _write_item(writer_args, where, it, CAUSAL: gl.constexpr, WRITER: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Writer ``WRITER`` of two, the work item at ``where`` (:func:`_item`'s tuple): adds the dQ tiles of every
-    other step (from step ``it`` of the program's walk on), each in its turn on the query tile (the first in the
+    """Writer ``WRITER`` of two, the work item at ``where`` (:func:`_item`'s tuple): adds the dQ tiles of the
+    steps whose buffer it owns (every other step; every step for the first writer at head dim 256, none for the
+    second), from step ``it`` of the program's walk on, each in its turn on the query tile (the first in the
     order stores). Returns the step after the item's. ``writer_args``: the kernel's run-time arguments, named
     where unpacked."""
     (
@@ -315,17 +351,19 @@ def _write_item(writer_args, where, it, CAUSAL: gl.constexpr, WRITER: gl.constex
         key_tiles,
     ) = writer_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
-    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+    RATIO: gl.constexpr = block_n(HEAD_DIM) // BLOCK_M
+    BUFFERS: gl.constexpr = dq_buffers(HEAD_DIM)
+    PIECES: gl.constexpr = dq_smem.shape[0] // BUFFERS
     n, b, _, h0, n_heads, _ = where
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
+            j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
             if j < q_tiles:
-                if it % 2 == WRITER:
-                    buf = WRITER  # each writer owns one of the two dQ buffers
-                    mbarrier.wait(dq_full.index(buf), (it // 2) & 1)
+                if it % BUFFERS == WRITER:
+                    buf = WRITER  # each writer owns one of the dQ buffers
+                    mbarrier.wait(dq_full.index(buf), (it // BUFFERS) & 1)
                     # The key tiles that visit tile j before this one (one every RATIO steps
                     # of the walk) have each counted one completed write.
                     counter = counters + (b * heads + hq) * q_tiles + j
@@ -335,32 +373,41 @@ def _write_item(writer_args, where, it, CAUSAL: gl.constexpr, WRITER: gl.constex
                         done = gl.atomic_add(counter, 0, sem="acquire", scope="gpu")
                     _ptx("fence.proxy.async.global;")  # the earlier adds, seen by this warp, reach the TMA unit
                     fence_async_shared()  # the consumers' dQ stores, seen through dq_full, reach the TMA unit
-                    for w in gl.static_range(2):  # the two consumer warpgroups' pieces
-                        coord = [b, hq, j * BLOCK_M + _dq_row(w, HEAD_DIM), _dq_col(w, HEAD_DIM)]
-                        src = dq_smem.index(2 * buf + w).reshape([1, 1, SUB_M, DQ_COLS])
+                    for p in gl.static_range(PIECES):  # the consumer warpgroups' pieces
+                        coord = [b, hq, j * BLOCK_M + _dq_row(p, HEAD_DIM), _dq_col(p, HEAD_DIM)]
+                        src = dq_smem.index(PIECES * buf + p).reshape([1, 1, SUB_M, DQ_COLS])
                         if turn == 0:
                             tma.async_copy_shared_to_global(dq_desc, coord, src)
                         else:
                             _tma_reduce_add(dq_desc, coord, src)
-                    _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the write has completed
+                    if BUFFERS == 1:
+                        # the only buffer is handed back once the TMA unit has read it, while the adds complete
+                        _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0;")
+                        mbarrier.arrive(dq_empty.index(buf))
+                        _ptx("cp.async.bulk.wait_group 0;")  # the write has completed
+                    else:
+                        _ptx("cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;")  # the write has completed
                     # A causal tile's last add is key tile 0's: the causal epilogue reads the finished tile with
                     # ordinary loads, so the TMA unit's writes are made visible to them.
                     if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
                         if n == 0:
                             _ptx("fence.proxy.async.global;")
                     gl.atomic_add(counter, 1, sem="release", scope="gpu")
-                    mbarrier.arrive(dq_empty.index(buf))
+                    if BUFFERS == 2:
+                        mbarrier.arrive(dq_empty.index(buf))
                 it += 1
     return it
 
 
 @gluon.jit
-def _store_dk_dv_from_registers(dk, dv, dk_ptr, dv_ptr, b, head, first_key, n_ctx, stride_b, stride_h, stride_n):
-    """Rows ``[first_key, +KEYS)`` of dk and dv (batch ``b``, head ``head``; rows past ``n_ctx`` skipped) = dK and
-    dV (KEYS x D fp32 in the products' register layout)."""
+def _store_dk_dv_from_registers(
+    dk, dv, dk_ptr, dv_ptr, b, head, first_key, first_col, n_ctx, stride_b, stride_h, stride_n
+):
+    """Rows ``[first_key, +KEYS)``, columns ``[first_col, +COLS)`` of dk and dv (batch ``b``, head ``head``; rows
+    past ``n_ctx`` skipped) = dK and dV (KEYS x COLS fp32 in the products' register layout)."""
     layout: gl.constexpr = dk.type.layout
     rows = first_key + gl.arange(0, dk.shape[0], layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, dk.shape[1], layout=gl.SliceLayout(0, layout))
+    cols = first_col + gl.arange(0, dk.shape[1], layout=gl.SliceLayout(0, layout))
     offs = b * stride_b + head * stride_h + rows[:, None] * stride_n + cols[None, :]
     mask = (rows < n_ctx)[:, None]
     gl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty), mask=mask)
@@ -410,7 +457,10 @@ def _consumer(
     it = 0
     for t in range(_item_count(schedule, CAUSAL, PERSISTENT)):
         where = _item_at(t, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD)
-        it = _consume_item(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
+        if HEAD_DIM == 256:
+            it = _consume_item_halves(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
+        else:
+            it = _consume_item(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
 
 
 @gluon.jit
@@ -424,8 +474,8 @@ def _consume_item(
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
-    """The work item at ``where`` (:func:`_item`'s tuple): keys ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its
-    key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col`` of each visited query tile, from step
+    """The work item at ``where`` (:func:`_item`'s tuple), head dim 64 or 128: keys
+    ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col`` of each visited query tile, from step
     ``it`` of the program's walk on (``phase``: the parity of the program's items before this one). Returns the
     step after the item's. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
     (
@@ -434,6 +484,7 @@ def _consume_item(
         k_smem,
         v_smem,
         ds_smem,
+        _pt_smem,
         dq_smem,
         ld_smem,
         kv_bar,
@@ -459,6 +510,8 @@ def _consume_item(
         stride_dkn,
     ) = consumer_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    STAGES: gl.constexpr = stages(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -489,11 +542,11 @@ def _consume_item(
     dv = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
     keys = n * BLOCK_N + WARPGROUP * KEYS + gl.arange(0, KEYS, layout=row_layout)
     key_ok = keys < n_ctx
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_M)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
     mbarrier.wait(kv_bar, phase)
     for _head in range(n_heads):  # the query heads this program walks
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_M)
+            j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
             if j < q_tiles:
                 slot = it % STAGES
                 mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
@@ -553,13 +606,164 @@ def _consume_item(
     if CAUSAL:  # dK and dV from registers, once the products have read K and V
         mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
         _store_dk_dv_from_registers(
-            dk * softmax_scale, dv, dk_ptr, dv_ptr, b, dkv_head, first_key, n_ctx, stride_dkb, stride_dkh, stride_dkn
+            dk * softmax_scale, dv, dk_ptr, dv_ptr, b, dkv_head, first_key, 0, n_ctx, stride_dkb, stride_dkh, stride_dkn
         )
     else:
         _store_dk_dv_by_tma(
             dk * softmax_scale, dv, k_smem, v_smem, kv_done, phase, dk_desc, dv_desc, b, dkv_head, first_key, WARPGROUP
         )
         mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
+    return it
+
+
+@gluon.jit
+def _consume_item_halves(
+    consumer_args,
+    where,
+    phase,
+    it,
+    CAUSAL: gl.constexpr,
+    RAGGED: gl.constexpr,
+    WARPGROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+):
+    """The work item at ``where`` (:func:`_item`'s tuple), head dim 256: columns
+    ``[WARPGROUP * HEAD_DIM / 2, +HEAD_DIM / 2)`` of dK and dV of the 64 keys of its key tile ``n``. Per 64-query
+    tile, this warpgroup computes S and dP (queries x keys) for its 32 of the keys, and the two warpgroups share P
+    and dS through shared memory (as ``P^T`` and ``dS^T``); then dV and dK of its columns over all 64 keys, and two
+    DQ_COLS-column pieces of dQ, from step ``it`` of the program's walk on (``phase``: the parity of the
+    program's items before this one). Returns the step after the item's. ``consumer_args``: the kernel's run-time
+    arguments, named where unpacked."""
+    (
+        q_smem,
+        do_smem,
+        k_smem,
+        v_smem,
+        ds_smem,
+        pt_smem,
+        dq_smem,
+        ld_smem,
+        kv_bar,
+        kv_empty,
+        _kv_done,
+        q_ready,
+        q_empty,
+        ds_ready,
+        ds_free,
+        dq_full,
+        dq_empty,
+        dk_ptr,
+        dv_ptr,
+        _dk_desc,
+        _dv_desc,
+        n_ctx,
+        q_tiles,
+        key_tiles,
+        qk_scale_log2,
+        softmax_scale,
+        stride_dkb,
+        stride_dkh,
+        stride_dkn,
+    ) = consumer_args
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+    HALF: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of S and dP
+    COLS: gl.constexpr = HEAD_DIM // 2  # its columns of dK, dV and dQ
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16])
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, COLS, 16]
+    )
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
+    )
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+
+    zero_s = gl.zeros([BLOCK_M, HALF], gl.float32, s_layout)
+    zero_dq = gl.zeros([SUB_M, DQ_COLS], gl.float32, dq_layout)
+    offs_row = gl.arange(0, BLOCK_M, layout=row_layout)
+    n, b, _, _, n_heads, dkv_head = where
+    dk = warpgroup_mma_init(gl.zeros([BLOCK_N, COLS], gl.float32, kv_layout))
+    dv = warpgroup_mma_init(gl.zeros([BLOCK_N, COLS], gl.float32, kv_layout))
+    keys = n * BLOCK_N + WARPGROUP * HALF + gl.arange(0, HALF, layout=col_layout)
+    key_ok = keys < n_ctx
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
+    mbarrier.wait(kv_bar, phase)
+    for _head in range(n_heads):  # the query heads this program walks
+        for s in range(steps):
+            j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
+            if j < q_tiles:
+                ring = it & 1  # the phase of the one-slot ring and of the one dQ buffer
+                mbarrier.wait(q_ready.index(0), ring)
+                # The buffers of this step's products, addressed in the loop (_zero_at_run_time)
+                zero = _zero_at_run_time(it)
+                q_t = q_smem.index(zero)
+                do_t = do_smem.index(zero)
+                k_t = _one_of(k_smem).index(zero)
+                v_t = _one_of(v_smem).index(zero)
+                dst = ds_smem.index(zero)  # dS^T (keys x queries)
+                pt = _one_of(pt_smem).index(zero)  # P^T
+                # S and dP (queries x its keys), issued back to back
+                k_half = k_t.slice(WARPGROUP * HALF, HALF)
+                v_half = v_t.slice(WARPGROUP * HALF, HALF)
+                st = warpgroup_mma(q_t, k_half.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                dpt = warpgroup_mma(do_t, v_half.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                queries = j * BLOCK_M + offs_row
+                lse2 = _lse2(ld_smem.index(0), queries, n_ctx, row_layout)
+                st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+                p = gl.exp2(st * qk_scale_log2 - lse2[:, None])
+                # Masked after the exponent: a score of -inf times a negative scale would be +inf.
+                if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
+                    if s < RATIO:  # the diagonal's query tile
+                        p = gl.where(keys[None, :] <= queries[:, None], p, 0.0)
+                if RAGGED:  # noqa: SIM102 (a branch at compile time around one at run time)
+                    if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
+                        p = gl.where(key_ok[None, :], p, 0.0)
+                delta = ld_smem.index(1).load(row_layout)
+                dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+                ds = p * (dpt - delta[:, None])
+                mbarrier.wait(ds_free.index(0), ring ^ 1)  # both warpgroups' last products have read them
+                pt.slice(WARPGROUP * HALF, HALF).store(gl.permute(p.to(pt.dtype), (1, 0)))  # its keys' rows
+                dst.slice(WARPGROUP * HALF, HALF).store(gl.permute(ds.to(dst.dtype), (1, 0)))
+                fence_async_shared()
+                # dV, dK and dQ need both warpgroups' P and dS: meet on the buffers
+                mbarrier.arrive(ds_ready.index(0))
+                mbarrier.wait(ds_ready.index(0), ring)
+                # dV, dK and two DQ_COLS-column pieces of dQ (dS K), for its columns
+                dv = warpgroup_mma(pt, do_t.slice(WARPGROUP * COLS, COLS, dim=1), dv, is_async=True)
+                dk = warpgroup_mma(dst, q_t.slice(WARPGROUP * COLS, COLS, dim=1), dk, is_async=True)
+                ds_a = dst.permute((1, 0))
+                dq0 = warpgroup_mma(ds_a, k_t.slice(WARPGROUP * COLS, DQ_COLS, dim=1), zero_dq, use_acc=False, is_async=True)
+                dq1 = warpgroup_mma(
+                    ds_a, k_t.slice(WARPGROUP * COLS + DQ_COLS, DQ_COLS, dim=1), zero_dq, use_acc=False, is_async=True
+                )
+                dq0, dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq0, dq1))
+                mbarrier.arrive(ds_free.index(0))
+                mbarrier.arrive(q_empty.index(0))
+                mbarrier.wait(dq_empty.index(0), ring ^ 1)
+                # the writer fences these stores for the TMA unit once dq_full says they are done
+                dq_smem.index(2 * WARPGROUP).store(dq0 * softmax_scale)
+                dq_smem.index(2 * WARPGROUP + 1).store(dq1 * softmax_scale)
+                mbarrier.arrive(dq_full.index(0))
+                it += 1
+    dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
+    dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
+    mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
+    _store_dk_dv_from_registers(
+        dk * softmax_scale,
+        dv,
+        dk_ptr,
+        dv_ptr,
+        b,
+        dkv_head,
+        n * BLOCK_N,
+        WARPGROUP * COLS,
+        n_ctx,
+        stride_dkb,
+        stride_dkh,
+        stride_dkn,
+    )
     return it
 
 
@@ -612,6 +816,8 @@ def _hopper_backward_kernel(
         first = gl.atomic_add(ticket, 1)
     schedule = (first, gl.num_programs(0), items, heads, group, key_tiles, table)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    STAGES: gl.constexpr = stages(HEAD_DIM)
 
     dtype: gl.constexpr = q_desc.dtype
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -620,10 +826,13 @@ def _hopper_backward_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
-    ds_smem = gl.allocate_shared_memory(
-        dtype, [STAGES, BLOCK_N, BLOCK_M], gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
-    )
-    # two buffers x the two consumer warpgroups' pieces; the 128-byte swizzle of dq_desc's blocks
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
+    ds_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_M], ds_layout)
+    if HEAD_DIM == 256:  # P^T, shared by the consumers like dS^T (_consume_item_halves)
+        pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], ds_layout)
+    else:  # each consumer keeps its P^T in registers
+        pt_smem = ds_smem
+    # dq_buffers(HEAD_DIM) buffers of the consumer warpgroups' pieces; the 128-byte swizzle of dq_desc's blocks
     dq_smem = gl.allocate_shared_memory(
         gl.float32, [4, SUB_M, DQ_COLS], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     )
@@ -660,6 +869,7 @@ def _hopper_backward_kernel(
         k_smem,
         v_smem,
         ds_smem,
+        pt_smem,
         dq_smem,
         ld_smem,
         kv_bar,
@@ -778,9 +988,11 @@ CAUSAL_EPILOGUE_ROWS = tl.constexpr(1024)  # rows per program of the causal epil
 
 
 @triton.jit
-def _causal_epilogue_kernel(dq_acc, dq, counters, n_ctx, q_tiles, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+def _causal_epilogue_kernel(
+    dq_acc, dq, counters, n_ctx, q_tiles, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     """Program (CAUSAL_EPILOGUE_ROWS rows, batch * head): dq (contiguous, its dtype) = the fp32 workspace, each
-    query tile of BLOCK_M rows once its counter says that every key tile has added to it.
+    query tile of BLOCK_M rows once its counter says that every key tile (of BLOCK_N keys) has added to it.
 
     Launched as the causal backward kernel's programmatic dependent, its programs start while the backward's
     last, longest programs run, on the multiprocessors those leave idle; query tiles finish one after another
@@ -823,27 +1035,35 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
     tl.store(dv + dst, sum_v.to(dv.dtype.element_ty), mask=ok)
 
 
-# The prologue's, epilogue's and group sum's programs: 4 warps, no pipelining (the tile's rows are the
-# kernels' constexprs; they span the head dimension).
-_ROWS_TILE = Tile(SUM_ROWS.value, SUM_ROWS.value, 4, 1)
+
+
+def _rows_tile(head_dim: int) -> Tile:
+    """The prologue's, epilogues' and group sum's programs: 4 warps (8 at head dim 256, whose rows span twice the
+    registers), no pipelining (the tile's rows are the kernels' constexprs; they span the head dimension)."""
+    return Tile(SUM_ROWS.value, SUM_ROWS.value, 8 if head_dim == 256 else 4, 1)
 
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96,
 # v98), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2); it runs where N and the
 # scores reach both numbers of any pair.
-# - Causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above; below 2**26 scores the
+# - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above; below 2**26 scores the
 #   host's time per call decides ((1, 8, 2048, 64) 1.17x). From 512 keys at head dim 64 and 1024 at 128 with 2**29
 #   scores: 0.88-0.96x at seven shapes; with 2**28 0.98-0.99x, with 2**27 1.01-1.12x.
 # - Non-causal (persistent) from 512 keys with 2**26 scores: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed
 #   allowed.
+# - Head dim 256 (64-key items, v106): 0.60-0.66x from 2048 keys causal, 0.71-0.73x non-causal; 0.74x at
+#   (8, 16, 1024) causal, 0.80-0.81x at (8, 16, 512) causal (2**25 scores) and (16, 16, 512) non-causal (2**26).
 THRESHOLDS = {
     (64, True): ((2048, 2**26), (512, 2**29)),
     (64, False): ((512, 2**26),),
     (128, True): ((2048, 2**26), (1024, 2**29)),
     (128, False): ((512, 2**26),),
+    (256, True): ((512, 2**25),),
+    (256, False): ((512, 2**26),),
 }
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
-# 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98).
+# 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
+# at 256 0.98-1.06x (v106).
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
 
 
@@ -860,7 +1080,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k, v and grad_out), and enough keys per sequence and scores in all for one of its
     (head dim, mask)'s :data:`THRESHOLDS`. A non-causal walk needs every key tile of a head resident at once: at
-    most one 128-key tile per multiprocessor this process may use (an MPS client's share,
+    most one key tile (128 keys, 64 at head dim 256) per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
         "backward", q_shape, k_shape, tma_strides, dtype, device, aligned
@@ -870,7 +1090,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     scores = batch * heads * n * n
     if not any(n >= keys and scores >= least for keys, least in THRESHOLDS[(head_dim, causal)]):
         return False
-    return causal or triton.cdiv(n, BLOCK_N.value) <= _hopper.usable_multiprocessors(device)
+    return causal or triton.cdiv(n, block_n(head_dim)) <= _hopper.usable_multiprocessors(device)
 
 
 class HopperBackward:
@@ -887,8 +1107,9 @@ class HopperBackward:
         batch, heads, n, head_dim = q_shape
         kv_heads = k_shape[1]
         self.causal, self.device = causal, device
-        self.block_m = block_m(head_dim)
-        q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, BLOCK_N.value)
+        self.block_m, keys_per_item = block_m(head_dim), block_n(head_dim)
+        rows_tile = _rows_tile(head_dim)
+        q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, keys_per_item)
         self.acc_shape = (batch, heads, n, head_dim)
         self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n
@@ -903,7 +1124,7 @@ class HopperBackward:
         self.grid = (min(self.items, _hopper.usable_multiprocessors(device)) if persistent else self.items,)
         # causal persistent programs: their items (a device copy made by the first call)
         self.schedule_table = (
-            causal_backward_schedule(self.items, key_tiles, q_tiles, BLOCK_N.value // self.block_m, self.grid[0])
+            causal_backward_schedule(self.items, key_tiles, q_tiles, keys_per_item // self.block_m, self.grid[0])
             if causal and persistent
             else None
         )
@@ -913,7 +1134,7 @@ class HopperBackward:
             (triton.cdiv(n, SUM_ROWS.value), batch * kv_heads, 1),
             (heads, heads // kv_heads, n),
             {"HEAD_DIM": head_dim},
-            _ROWS_TILE,
+            rows_tile,
             device,
         )
         # dK and dV go to the gradients (contiguous (B, Hkv, N, D)) or to the per-query-head workspaces
@@ -938,10 +1159,10 @@ class HopperBackward:
                 "PERSISTENT": persistent,
                 "HEAD_DIM": head_dim,
                 "PER_QUERY_HEAD": self.per_query_head,
-                "RAGGED": n % BLOCK_N.value != 0,
+                "RAGGED": n % keys_per_item != 0,
             },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
-            Tile(self.block_m, BLOCK_N.value, NUM_WARPS, 1),
+            Tile(self.block_m, keys_per_item, NUM_WARPS, 1),
             device,
         )
         self.prologue = CompiledLaunch(
@@ -949,7 +1170,7 @@ class HopperBackward:
             (q_tiles, batch * heads, 1),
             (*out_stride[:3], *grad_stride[:3], heads, n, q_tiles),
             {"HEAD_DIM": head_dim, "BLOCK_M": self.block_m},
-            _ROWS_TILE,
+            rows_tile,
             device,
         )
         if causal:  # overlapping the kernel's tail (NOTES v62)
@@ -957,8 +1178,8 @@ class HopperBackward:
                 _causal_epilogue_kernel,
                 (triton.cdiv(q_tiles, CAUSAL_EPILOGUE_ROWS.value // self.block_m), batch * heads, 1),
                 (n, q_tiles),
-                {"HEAD_DIM": head_dim, "BLOCK_M": self.block_m},
-                _ROWS_TILE,
+                {"HEAD_DIM": head_dim, "BLOCK_M": self.block_m, "BLOCK_N": keys_per_item},
+                rows_tile,
                 device,
                 launch_pdl=True,
             )
@@ -968,7 +1189,7 @@ class HopperBackward:
                 (triton.cdiv(self.rows, SUM_ROWS.value), 1, 1),
                 (self.rows,),
                 {"HEAD_DIM": head_dim},
-                _ROWS_TILE,
+                rows_tile,
                 device,
             )
         self.launched = False  # set once a call has compiled and launched the kernels
@@ -977,13 +1198,13 @@ class HopperBackward:
         def descriptor(block: list[int], dtype=element) -> TmaDescriptor:
             return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, dtype))
 
-        q_block, kv_block, rows = [1, 1, self.block_m, head_dim], [1, 1, BLOCK_N.value, head_dim], [self.block_m]
+        q_block, kv_block, rows = [1, 1, self.block_m, head_dim], [1, 1, keys_per_item, head_dim], [self.block_m]
         row_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
         self.describe_q, self.describe_grad_out = descriptor(q_block), descriptor(q_block)
         self.describe_k, self.describe_v = descriptor(kv_block), descriptor(kv_block)
         self.describe_dq_acc = descriptor([1, 1, SUB_M.value, DQ_COLS.value], gl.float32)
         self.describe_lse, self.describe_delta = TmaDescriptor(rows, row_layout), TmaDescriptor(rows, row_layout)
-        dkv_block = [1, 1, BLOCK_N.value // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
+        dkv_block = [1, 1, keys_per_item // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.describe_dk, self.describe_dv = descriptor(dkv_block), descriptor(dkv_block)
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:

@@ -26,7 +26,7 @@ from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
 
 # The Triton release the kernels were written and measured with.
 TESTED_TRITON = "3.6."
-HEAD_DIMS = {"forward": (64, 128, 256), "backward": (64, 128)}  # the head dimensions each kernel is laid out for
+HEAD_DIMS = {"forward": (64, 128, 256), "backward": (64, 128, 256)}  # the head dimensions each kernel is laid out for
 SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
 
 # A kernel whose first call failed is not tried again in this process.
