@@ -433,7 +433,13 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert not applies(shape=(16, 16, 1024, 128))
     assert not applies(shape=(256, 16, 512, 128))
     assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
-    assert not applies(shape=(1, 16, 16384, 256))
+    assert applies(shape=(1, 16, 16384, 256))  # head dim 256: 64-key tiles
+    assert applies(shape=(1, 16, 8192, 256), causal=False)  # 128 key tiles
+    assert not applies(shape=(1, 16, 16384, 256), causal=False)  # 256 key tiles
+    assert applies(shape=(4, 16, 512, 256))  # from 512 keys with 2**24 scores
+    assert applies(shape=(1, 16, 1024, 256), causal=False)
+    assert not applies(shape=(2, 16, 512, 256))  # 2**23 scores: fewer than measured
+    assert not applies(shape=(1024, 4, 256, 256))  # 256 keys
     assert not applies(dtype=torch.float32)
     assert applies(shape=(16, 16, 2048, 64))  # head dim 64: from 2048 keys too
     assert applies(shape=(1, 16, 2048, 64))  # 2**26 scores

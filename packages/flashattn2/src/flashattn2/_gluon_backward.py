@@ -1051,15 +1051,15 @@ def _rows_tile(head_dim: int) -> Tile:
 # - Non-causal (persistent) from 512 keys with 2**26 scores: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed
 #   allowed.
-# - Head dim 256 (64-key items, v106): 0.60-0.66x from 2048 keys causal, 0.71-0.73x non-causal; 0.74x at
-#   (8, 16, 1024) causal, 0.80-0.81x at (8, 16, 512) causal (2**25 scores) and (16, 16, 512) non-causal (2**26).
+# - Head dim 256 (64-key items, v106), from 512 keys with 2**24 scores: 0.61-0.66x from 2048 keys causal, 0.70-0.72x
+#   non-causal; 0.74-0.85x from 512 to 1024 keys (2**24 to 2**27 scores); fewer scores were not measured.
 THRESHOLDS = {
     (64, True): ((2048, 2**26), (512, 2**29)),
     (64, False): ((512, 2**26),),
     (128, True): ((2048, 2**26), (1024, 2**29)),
     (128, False): ((512, 2**26),),
-    (256, True): ((512, 2**25),),
-    (256, False): ((512, 2**26),),
+    (256, True): ((512, 2**24),),
+    (256, False): ((512, 2**24),),
 }
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
