@@ -213,9 +213,13 @@ def test_persistent_hopper_kernels_take_several_items_per_program(
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "15")
     q, k, v = _inputs((2, 4, n, head_dim), (2, 2, n, head_dim), torch.bfloat16)
     scale = check_attention_inputs(q, k, v)
-    plans = {"backward": backward.plan_for(q, q, k, v, q, causal, scale), "forward": forward.plan_for(q, k, v, causal, scale)}
+    plans = {
+        "backward": backward.plan_for(q, q, k, v, q, causal, scale),
+        "forward": forward.plan_for(q, k, v, causal, scale),
+    }
     for kind in persistent:
-        assert plans[kind].hopper is not None and plans[kind].hopper.items >= 3 * plans[kind].hopper.grid[0]
+        hopper = plans[kind].hopper
+        assert hopper is not None and hopper.items >= 3 * hopper.grid[0]
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
     assert all(plan.hopper.launched for plan in plans.values())
 

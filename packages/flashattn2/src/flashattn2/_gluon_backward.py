@@ -3,23 +3,27 @@
 Gluon (``triton.experimental.gluon``, Triton 3.6) exposes what the Triton
 kernels of :mod:`flashattn2._triton_backward` cannot: Hopper's asynchronous
 warpgroup products with explicit waits, TMA, mbarriers and warp specialization.
-A work item is a 128-key tile of a (batch, k/v head); a program takes one
-(causal at head dim 128) or several in turn (persistent, one program per
-multiprocessor: non-causal, and causal at head dim 64 with each program's
-items dealt on the host) and runs four partitions:
+A work item is a 128-key tile (64 at head dim 256) of a (batch, k/v head); a
+program takes one (causal at head dims 128 and 256) or several in turn
+(persistent, one program per multiprocessor: non-causal, and causal at head
+dim 64 with each program's items dealt on the host) and runs four partitions:
 
 - a loader warp brings an item's K and V once, then Q, dO, L and Delta of each
-  query tile (128 rows at head dim 64, 64 at 128) by TMA into a two-slot ring;
+  query tile (128 rows at head dim 64, 64 at 128 and 256) by TMA into a ring
+  of two slots (one at 256);
 - two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV and
   dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
   product): 64 query rows each of a 128-row tile, or half of the head
   dimension of a 64-row one; each hands its dQ piece to shared memory. At the
   item's end they write dK and dV: non-causal through their rows of the K and
   V buffers by TMA, then release the buffers to the next item's K and V;
-  causal from registers, once the buffers are released;
+  causal from registers, once the buffers are released. At head dim 256 both
+  take the item's 64 keys, each computing S and dP for 32 of them and owning
+  half of the head dimension of dK, dV and dQ (P and dS shared through shared
+  memory), and write dK and dV from registers;
 - two dQ writer warps, taking alternate query tiles, add the dQ tiles to an
-  fp32 workspace with TMA bulk reduce-adds; their last adds of an item overlap
-  the next item's start.
+  fp32 workspace with TMA bulk reduce-adds (at head dim 256 the first writer
+  takes every tile); their last adds of an item overlap the next item's start.
 
 With grouped-query heads a program walks every query head of its k/v head in
 turn; causal ones instead take one query head each and leave dK and dV in fp32
@@ -475,9 +479,10 @@ def _consume_item(
     HEAD_DIM: gl.constexpr,
 ):
     """The work item at ``where`` (:func:`_item`'s tuple), head dim 64 or 128: keys
-    ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``, ``_dq_col`` of each visited query tile, from step
-    ``it`` of the program's walk on (``phase``: the parity of the program's items before this one). Returns the
-    step after the item's. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``,
+    ``_dq_col`` of each visited query tile, from step ``it`` of the program's walk on (``phase``: the parity of
+    the program's items before this one). Returns the step after the item's. ``consumer_args``: the kernel's
+    run-time arguments, named where unpacked."""
     (
         q_smem,
         do_smem,
@@ -734,10 +739,10 @@ def _consume_item_halves(
                 dv = warpgroup_mma(pt, do_t.slice(WARPGROUP * COLS, COLS, dim=1), dv, is_async=True)
                 dk = warpgroup_mma(dst, q_t.slice(WARPGROUP * COLS, COLS, dim=1), dk, is_async=True)
                 ds_a = dst.permute((1, 0))
-                dq0 = warpgroup_mma(ds_a, k_t.slice(WARPGROUP * COLS, DQ_COLS, dim=1), zero_dq, use_acc=False, is_async=True)
-                dq1 = warpgroup_mma(
-                    ds_a, k_t.slice(WARPGROUP * COLS + DQ_COLS, DQ_COLS, dim=1), zero_dq, use_acc=False, is_async=True
-                )
+                k_dq0 = k_t.slice(WARPGROUP * COLS, DQ_COLS, dim=1)
+                k_dq1 = k_t.slice(WARPGROUP * COLS + DQ_COLS, DQ_COLS, dim=1)
+                dq0 = warpgroup_mma(ds_a, k_dq0, zero_dq, use_acc=False, is_async=True)
+                dq1 = warpgroup_mma(ds_a, k_dq1, zero_dq, use_acc=False, is_async=True)
                 dq0, dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq0, dq1))
                 mbarrier.arrive(ds_free.index(0))
                 mbarrier.arrive(q_empty.index(0))
@@ -828,7 +833,7 @@ def _hopper_backward_kernel(
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_M], ds_layout)
-    if HEAD_DIM == 256:  # P^T, shared by the consumers like dS^T (_consume_item_halves)
+    if HEAD_DIM == 256:  # noqa: SIM108 (a branch at compile time) P^T, shared like dS^T (_consume_item_halves)
         pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], ds_layout)
     else:  # each consumer keeps its P^T in registers
         pt_smem = ds_smem
@@ -1035,19 +1040,18 @@ def _group_sum_kernel(dk_acc, dv_acc, dk, dv, heads, group, n_ctx, HEAD_DIM: tl.
     tl.store(dv + dst, sum_v.to(dv.dtype.element_ty), mask=ok)
 
 
-
-
 def _rows_tile(head_dim: int) -> Tile:
     """The prologue's, epilogues' and group sum's programs: 4 warps (8 at head dim 256, whose rows span twice the
     registers), no pipelining (the tile's rows are the kernels' constexprs; they span the head dimension)."""
     return Tile(SUM_ROWS.value, SUM_ROWS.value, 8 if head_dim == 256 else 4, 1)
 
+
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96,
 # v98), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2); it runs where N and the
 # scores reach both numbers of any pair.
-# - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above; below 2**26 scores the
-#   host's time per call decides ((1, 8, 2048, 64) 1.17x). From 512 keys at head dim 64 and 1024 at 128 with 2**29
-#   scores: 0.88-0.96x at seven shapes; with 2**28 0.98-0.99x, with 2**27 1.01-1.12x.
+# - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above;
+#   below 2**26 scores the host's time per call decides ((1, 8, 2048, 64) 1.17x). From 512 keys at head dim 64 and
+#   1024 at 128 with 2**29 scores: 0.88-0.96x at seven shapes; with 2**28 0.98-0.99x, with 2**27 1.01-1.12x.
 # - Non-causal (persistent) from 512 keys with 2**26 scores: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200; below 2**26 scores 0.84-1.83x, as the host's speed
 #   allowed.

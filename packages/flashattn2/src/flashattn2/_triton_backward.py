@@ -29,7 +29,7 @@ such a kernel in Triton, with ordered and with atomic dQ accumulation, which
 lost at every shape tried). The causal split (unmasked tiles, masked diagonal
 tiles, skipped tiles) mirrors the forward kernel.
 
-On a Hopper GPU, long sequences at head dim 64 or 128 in fp16 or bf16 run the
+On a Hopper GPU, long sequences at head dim 64, 128 or 256 in fp16 or bf16 run the
 five-product kernel of :mod:`flashattn2._gluon_backward` instead, deterministic
 too (``hopper_backward_applies`` says where).
 
@@ -891,7 +891,7 @@ def triton_backward(
     softmax_scale: float,
     one_allocation: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Attention backward with the Triton kernels (on Hopper GPUs, long sequences at head dim 64 or 128:
+    """Attention backward with the Triton kernels (on Hopper GPUs, long sequences at head dim 64, 128 or 256:
     the Gluon kernel of :mod:`flashattn2._gluon_backward`).
 
     Arguments:
