@@ -743,9 +743,11 @@ def _consume_item_halves(
                 k_dq1 = k_t.slice(WARPGROUP * COLS + DQ_COLS, DQ_COLS, dim=1)
                 dq0 = warpgroup_mma(ds_a, k_dq0, zero_dq, use_acc=False, is_async=True)
                 dq1 = warpgroup_mma(ds_a, k_dq1, zero_dq, use_acc=False, is_async=True)
+                # dV and dK have read Q and dO: the next tile's load while the dQ products run
+                dq0, dq1 = warpgroup_mma_wait(num_outstanding=2, deps=(dq0, dq1))  # all but the last two products
+                mbarrier.arrive(q_empty.index(0))
                 dq0, dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq0, dq1))
                 mbarrier.arrive(ds_free.index(0))
-                mbarrier.arrive(q_empty.index(0))
                 mbarrier.wait(dq_empty.index(0), ring ^ 1)
                 # the writer fences these stores for the TMA unit once dq_full says they are done
                 dq_smem.index(2 * WARPGROUP).store(dq0 * softmax_scale)
