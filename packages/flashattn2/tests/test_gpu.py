@@ -353,6 +353,46 @@ def test_the_backward_kernel_compiles_while_the_forward_runs(tmp_path, backgroun
     assert backward_thread.startswith("flashattn2-compile") == (background == "1")
 
 
+# The same for the Hopper backward, forced below its thresholds (bf16, causal, grouped-query heads at head dim 256:
+# the kernel, its prologue and epilogue, and the group sum).
+_HOPPER_COMPILE_THREADS = """
+import json, sys, threading, torch, triton
+from flashattn2 import flash_attention
+from flashattn2._hopper import below_thresholds
+threads = {}
+def record(*, fn, **_):
+    threads.setdefault(fn.name, []).append(threading.current_thread().name)
+triton.knobs.runtime.jit_post_compile_hook = record
+head_dim = int(sys.argv[1])
+q = torch.randn(1, 4, 1000, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+k, v = (torch.randn(1, 2, 1000, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+with below_thresholds():
+    out = flash_attention(q, k, v, causal=True)
+    out.backward(torch.randn_like(out))
+torch.cuda.synchronize()
+print(json.dumps(threads))
+"""
+
+
+@hopper_only
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_the_hopper_backward_compiles_while_the_forward_runs(tmp_path, head_dim):
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path)}
+    child = subprocess.run(
+        [sys.executable, "-c", _HOPPER_COMPILE_THREADS, str(head_dim)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    threads = json.loads(child.stdout.splitlines()[-1])
+    assert threads["_hopper_forward_kernel"] == ["MainThread"]
+    for kernel in ["_hopper_backward_kernel", "_prologue_kernel", "_causal_epilogue_kernel", "_group_sum_kernel"]:
+        [thread] = threads[kernel]  # compiled once, by a worker
+        assert thread.startswith("flashattn2-compile"), (kernel, thread)
+
+
 def test_torch_compile_fullgraph_inductor():
     torch._dynamo.reset()
     model = FlashSelfAttention(embed_dim=512, num_heads=8, num_kv_heads=2, causal=True).cuda().bfloat16()

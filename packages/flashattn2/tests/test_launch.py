@@ -405,6 +405,52 @@ def on_a_hopper_gpu(monkeypatch):
     return _hopper
 
 
+@pytest.mark.parametrize(
+    "q_shape, kv_heads, causal",
+    [
+        ((1, 2, 1000, 64), 2, True),  # persistent causal programs: the schedule table
+        ((2, 4, 1000, 128), 2, False),  # grouped-query heads, non-causal: dK and dV by TMA
+        ((1, 4, 1000, 256), 2, True),  # causal grouped-query heads: per-query-head workspaces and the group sum
+    ],
+)
+def test_the_hopper_backward_compiles_ahead_with_the_first_calls_specialization(
+    on_a_hopper_gpu, monkeypatch, q_shape, kv_heads, causal
+):
+    # Built on the CPU (no kernel runs): the stand-ins of compile_early must give every launch of the first call
+    # the specialization that call gives it, or the compile ahead is wasted and the first call compiles again.
+    import flashattn2._gluon_backward as hopper
+
+    monkeypatch.setattr(on_a_hopper_gpu, "usable_multiprocessors", lambda device: 132)
+    early, launched = {}, {}
+
+    def specialization(args):  # what Triton specializes on: tensors' dtypes and alignments, descriptors' blocks
+        return [
+            (x.dtype, x.data_ptr() % 16 == 0)
+            if isinstance(x, torch.Tensor)
+            else (tuple(x.block_shape), repr(x.layout), x.base.dtype)
+            for x in args
+        ]
+
+    def record(into):
+        return lambda launch, *args: into.update({launch: specialization(args)})
+
+    monkeypatch.setattr(CompiledLaunch, "compile_in_background", record(early))
+    monkeypatch.setattr(CompiledLaunch, "__call__", record(launched))
+    batch, heads, n, head_dim = q_shape
+    kv_shape = (batch, kv_heads, n, head_dim)
+    cpu, dtype = torch.device("cpu"), torch.bfloat16
+    q, out, grad_out = (torch.randn(q_shape, dtype=dtype) for _ in range(3))
+    k, v = (torch.randn(kv_shape, dtype=dtype) for _ in range(2))
+    lse = torch.randn(batch, heads, n)
+    launcher = hopper.HopperBackward(q_shape, kv_shape, out.stride(), grad_out.stride(), dtype, cpu, causal, 0.1)
+    launcher.compile_early()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    launcher(grad_out, q, k, v, out, lse, dq, dk, dv)
+    assert launched and launched == early
+    launcher.compile_early()  # once launched, nothing more to prepare
+    assert len(early) == len(launched)
+
+
 def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, monkeypatch):
     import flashattn2._gluon_backward as hopper
 

@@ -1112,7 +1112,7 @@ class HopperBackward:
     def __init__(self, q_shape, k_shape, out_stride, grad_stride, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
         kv_heads = k_shape[1]
-        self.causal, self.device = causal, device
+        self.causal, self.device, self.dtype = causal, device, dtype
         self.block_m, keys_per_item = block_m(head_dim), block_n(head_dim)
         rows_tile = _rows_tile(head_dim)
         q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, keys_per_item)
@@ -1212,6 +1212,52 @@ class HopperBackward:
         self.describe_lse, self.describe_delta = TmaDescriptor(rows, row_layout), TmaDescriptor(rows, row_layout)
         dkv_block = [1, 1, keys_per_item // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.describe_dk, self.describe_dv = descriptor(dkv_block), descriptor(dkv_block)
+
+    def compile_early(self) -> None:
+        """Start compiling this layout's kernels on worker threads
+        (:meth:`flashattn2._launch.CompiledLaunch.compile_in_background`), so that the first call finds them in
+        Triton's cache. Stand-ins take the call's tensors' places: new allocations of their dtypes (aligned, as
+        the call's are) and descriptors of one block (:meth:`flashattn2._tma.TmaDescriptor.stand_in`)."""
+        if self.launched or self.kernel.compiling is not None:
+            return
+        f32, element = torch.float32, self.dtype
+
+        def pointer(dtype):  # an aligned tensor of this dtype
+            return torch.empty(16, dtype=dtype, device=self.device)
+
+        def descriptor(describe, dtype=element):
+            return describe.stand_in(dtype, self.device)
+
+        counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
+        if self.schedule_device is None:
+            self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
+        dkv = f32 if self.per_query_head else element
+        q_desc = descriptor(self.describe_q)
+        if self.causal:  # as in __call__: dK and dV from registers, their descriptors not read
+            dk_desc = dv_desc = q_desc
+        else:
+            dk_desc, dv_desc = descriptor(self.describe_dk), descriptor(self.describe_dv)
+        self.prologue.compile_in_background(pointer(element), pointer(element), pointer(f32), counters)
+        self.kernel.compile_in_background(
+            q_desc,
+            descriptor(self.describe_k),
+            descriptor(self.describe_v),
+            descriptor(self.describe_grad_out),
+            descriptor(self.describe_dq_acc, f32),
+            descriptor(self.describe_lse, f32),
+            descriptor(self.describe_delta, f32),
+            pointer(dkv),
+            pointer(dkv),
+            dk_desc,
+            dv_desc,
+            counters,
+            counters[-1:],
+            self.schedule_device,
+        )
+        dq_args = (pointer(f32), pointer(element))
+        self.epilogue.compile_in_background(*((*dq_args, counters) if self.causal else dq_args))
+        if self.per_query_head:
+            self.group_sum.compile_in_background(pointer(f32), pointer(f32), pointer(element), pointer(element))
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)

@@ -40,3 +40,10 @@ class TmaDescriptor:
         descriptor = object.__new__(TensorDescriptor)  # a dataclass: __init__ would check again
         vars(descriptor).update(self.checked, base=tensor)
         return descriptor
+
+    def stand_in(self, dtype: torch.dtype, device: torch.device) -> TensorDescriptor:
+        """A descriptor of a new tensor of one block (``dtype``, ``device``), for compiling a kernel ahead of its
+        first call: Triton specializes a kernel on a descriptor's block shape, layout and dtype, not on its
+        tensor's shape or strides. The checked fields are not touched."""
+        block = torch.empty(self.block_shape, dtype=dtype, device=device)
+        return TensorDescriptor.from_tensor(block, self.block_shape, self.layout)

@@ -808,10 +808,15 @@ class BackwardPlan:
         the table (:meth:`flashattn2._launch.CompiledLaunch.compile_in_background`). ``q``, ``k``, ``v``: 16-byte
         aligned; they stand in for every tensor argument of their dtype, as the call's will all be aligned: out,
         grad_out and lse freshly allocated, dq, dk, dv from one buffer whose parts start at multiples of 16
-        bytes. Does nothing for the Hopper kernel's layouts or where the call's tensors may be unaligned."""
-        if self.empty or self.hopper is not None or self.launch_one or self.launch_dq:
+        bytes. Where the Hopper kernel runs, its kernels instead
+        (:meth:`flashattn2._gluon_backward.HopperBackward.compile_early`). Does nothing where the call's tensors
+        may be unaligned."""
+        if self.empty or self.launch_one or self.launch_dq:
             return
         if self.same_shapes and q.numel() * q.element_size() % 16:  # dk and dv, views of dq's buffer, unaligned
+            return
+        if self.hopper is not None:
+            self.hopper.compile_early()
             return
         lse = torch.empty(1, dtype=torch.float32, device=self.device)  # for L and Delta: float32, aligned
         if self.one_launch:
