@@ -921,7 +921,7 @@ def triton_backward(
 
 
 def compile_backward_early(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, softmax_scale: float):
-    """Start compiling, on worker threads, the Triton kernels that the backward of
+    """Start compiling, on worker threads, the kernels (Triton, or the Hopper backward's) that the backward of
     ``triton_forward(q, k, v, causal, softmax_scale)`` will run where O and its gradient are contiguous
     (:meth:`BackwardPlan.compile_early`), or with a last stride other than 1 (copied first); a gradient of
     other strides has a plan of its own, which compiles on its first call. The forward calls it once per
