@@ -135,7 +135,7 @@ def block_n(head_dim):
 @gluon.constexpr_function
 def stages(head_dim):
     """Slots of the Q/dO/L/Delta ring, and dS buffers: 2, or 1 at head dim 256, where K, V, one slot, P^T,
-    dS^T and the dQ pieces take 208 KB of the 227 KB (a second slot would need 64 KB more)."""
+    dS^T and the dQ pieces take 209 KB of the 227 KB (a second slot would need 64 KB more)."""
     return 1 if head_dim == 256 else 2
 
 
