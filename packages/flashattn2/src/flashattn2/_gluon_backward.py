@@ -1229,8 +1229,6 @@ class HopperBackward:
             return describe.stand_in(dtype, self.device)
 
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
-        if self.schedule_device is None:
-            self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
         dkv = f32 if self.per_query_head else element
         q_desc = descriptor(self.describe_q)
         if self.causal:  # as in __call__: dK and dV from registers, their descriptors not read
@@ -1252,7 +1250,7 @@ class HopperBackward:
             dv_desc,
             counters,
             counters[-1:],
-            self.schedule_device,
+            pointer(torch.int32),  # the schedule table, copied to the device by the first call
         )
         dq_args = (pointer(f32), pointer(element))
         self.epilogue.compile_in_background(*((*dq_args, counters) if self.causal else dq_args))
