@@ -1216,46 +1216,28 @@ class HopperBackward:
     def compile_early(self) -> None:
         """Start compiling this layout's kernels on worker threads
         (:meth:`flashattn2._launch.CompiledLaunch.compile_in_background`), so that the first call finds them in
-        Triton's cache. Stand-ins take the call's tensors' places: new allocations of their dtypes (aligned, as
-        the call's are) and descriptors of one block (:meth:`flashattn2._tma.TmaDescriptor.stand_in`)."""
+        Triton's cache: :meth:`_launch_each` with stand-ins for the call's tensors, new allocations of their
+        dtypes (aligned, as the call's are), and descriptors of one block
+        (:meth:`flashattn2._tma.TmaDescriptor.stand_in`)."""
         if self.launched or self.kernel.compiling is not None:
             return
-        f32, element = torch.float32, self.dtype
 
         def pointer(dtype):  # an aligned tensor of this dtype
             return torch.empty(16, dtype=dtype, device=self.device)
 
-        def descriptor(describe, dtype=element):
-            return describe.stand_in(dtype, self.device)
-
-        counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
-        dkv = f32 if self.per_query_head else element
-        q_desc = descriptor(self.describe_q)
-        if self.causal:  # as in __call__: dK and dV from registers, their descriptors not read
-            dk_desc = dv_desc = q_desc
-        else:
-            dk_desc, dv_desc = descriptor(self.describe_dk), descriptor(self.describe_dv)
-        self.prologue.compile_in_background(pointer(element), pointer(element), pointer(f32), counters)
-        self.kernel.compile_in_background(
-            q_desc,
-            descriptor(self.describe_k),
-            descriptor(self.describe_v),
-            descriptor(self.describe_grad_out),
-            descriptor(self.describe_dq_acc, f32),
-            descriptor(self.describe_lse, f32),
-            descriptor(self.describe_delta, f32),
-            pointer(dkv),
-            pointer(dkv),
-            dk_desc,
-            dv_desc,
-            counters,
-            counters[-1:],
+        element, f32 = pointer(self.dtype), pointer(torch.float32)
+        workspace = f32 if self.per_query_head else element
+        self._launch_each(
+            CompiledLaunch.compile_in_background,
+            lambda describe, tensor: describe.stand_in(tensor.dtype, tensor.device),
+            *(element,) * 5,  # grad_out, q, k, v, out
+            *(f32,) * 3,  # lse, delta, dq_acc
+            torch.empty(self.counter_slots, dtype=torch.int32, device=self.device),  # the ticket's alignment
+            *(element,) * 3,  # dq, dk, dv
+            workspace,
+            workspace,
             pointer(torch.int32),  # the schedule table, copied to the device by the first call
         )
-        dq_args = (pointer(f32), pointer(element))
-        self.epilogue.compile_in_background(*((*dq_args, counters) if self.causal else dq_args))
-        if self.per_query_head:
-            self.group_sum.compile_in_background(pointer(f32), pointer(f32), pointer(element), pointer(element))
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
         delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
@@ -1263,34 +1245,61 @@ class HopperBackward:
         counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
         if self.schedule_device is None:
             self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
-        self.prologue(out, grad_out, delta, counters)
         if self.per_query_head:
             dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
         else:
             dk_out, dv_out = dk, dv
-        q_desc = self.describe_q(q)
+        self._launch_each(
+            CompiledLaunch.__call__,
+            TmaDescriptor.__call__,
+            grad_out,
+            q,
+            k,
+            v,
+            out,
+            lse.view(-1),
+            delta,
+            dq_acc,
+            counters,
+            dq,
+            dk,
+            dv,
+            dk_out,
+            dv_out,
+            self.schedule_device,
+        )
+        self.launched = True
+
+    def _launch_each(
+        self, run, describe, grad_out, q, k, v, out, lse, delta, dq_acc, counters, dq, dk, dv, dk_out, dv_out, table
+    ) -> None:
+        """``run(launch, *arguments)`` for each of a call's launches in order, with ``describe(descriptor, tensor)``
+        making the kernel's TMA descriptors: the call's arguments (:meth:`__call__`, lse flat) and temporaries
+        (delta, the dQ workspace ``dq_acc``, the counters, where dK and dV go, the schedule table)."""
+        run(self.prologue, out, grad_out, delta, counters)
+        q_desc = describe(self.describe_q, q)
         if self.causal:  # dK and dV from registers: their descriptors are not read
             dk_desc = dv_desc = q_desc
         else:
-            dk_desc, dv_desc = self.describe_dk(dk), self.describe_dv(dv)
-        self.kernel(
+            dk_desc, dv_desc = describe(self.describe_dk, dk), describe(self.describe_dv, dv)
+        run(
+            self.kernel,
             q_desc,
-            self.describe_k(k),
-            self.describe_v(v),
-            self.describe_grad_out(grad_out),
-            self.describe_dq_acc(dq_acc),
-            self.describe_lse(lse.view(-1)),
-            self.describe_delta(delta),
+            describe(self.describe_k, k),
+            describe(self.describe_v, v),
+            describe(self.describe_grad_out, grad_out),
+            describe(self.describe_dq_acc, dq_acc),
+            describe(self.describe_lse, lse),
+            describe(self.describe_delta, delta),
             dk_out,
             dv_out,
             dk_desc,
             dv_desc,
             counters,
             counters[-1:],
-            self.schedule_device,
+            table,
         )
         # right after the kernel, whose programmatic dependent the causal epilogue is
-        self.epilogue(*((dq_acc, dq, counters) if self.causal else (dq_acc, dq)))
+        run(self.epilogue, *((dq_acc, dq, counters) if self.causal else (dq_acc, dq)))
         if self.per_query_head:
-            self.group_sum(dk_out, dv_out, dk, dv)
-        self.launched = True
+            run(self.group_sum, dk_out, dv_out, dk, dv)
