@@ -284,6 +284,7 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
     ) = loader_args
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     STAGES: gl.constexpr = stages(HEAD_DIM)
     n, b, hk, h0, n_heads, _ = where
     mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are read (causal) or written out
@@ -291,11 +292,11 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
     kv_block = [b, hk, n * BLOCK_N, 0]
     tma.async_copy_global_to_shared(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     tma.async_copy_global_to_shared(v_desc, kv_block, kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
-    steps = _steps(n, q_tiles, key_tiles, CAUSAL, BLOCK_N // BLOCK_M)
+    steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
     for g in range(n_heads):
         hq = h0 + g
         for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL, BLOCK_N // BLOCK_M)
+            j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
             if j < q_tiles:
                 slot = it % STAGES
                 mbarrier.wait(q_empty.index(slot), ((it // STAGES) & 1) ^ 1)
