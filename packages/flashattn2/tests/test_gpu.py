@@ -324,69 +324,62 @@ def test_forward_backward_replays_in_a_cuda_graph(shape, path):
         assert torch.equal(replayed, eager)
 
 
-# A fresh process with an empty Triton cache records which thread compiled each kernel of a first fp32
-# forward and backward.
-_COMPILE_THREADS = """
-import json, threading, torch, triton
+# A fresh process with an empty Triton cache runs ``body`` (a first forward and backward) and prints which thread
+# compiled each kernel.
+_RECORD_COMPILE_THREADS = """
+import json, sys, threading, torch, triton
 from flashattn2 import flash_attention
-threads = {}
+from flashattn2._hopper import below_thresholds
+threads = {{}}
 def record(*, fn, **_):
     threads.setdefault(fn.name, []).append(threading.current_thread().name)
 triton.knobs.runtime.jit_post_compile_hook = record
-q, k, v = (torch.randn(4, 128, 64, device="cuda", requires_grad=True) for _ in range(3))
-out = flash_attention(q, k, v, causal=True)
-out.backward(torch.randn_like(out))
+{body}
 torch.cuda.synchronize()
 print(json.dumps(threads))
 """
 
 
+def _compile_threads(tmp_path, body: str, *args: str, **env: str) -> dict[str, list[str]]:
+    """Kernel name -> the names of the threads that compiled it, in a fresh process running ``body``."""
+    child = subprocess.run(
+        [sys.executable, "-c", _RECORD_COMPILE_THREADS.format(body=body), *args],
+        env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(child.stdout.splitlines()[-1])
+
+
 @pytest.mark.parametrize("background", ["1", "0"])
 def test_the_backward_kernel_compiles_while_the_forward_runs(tmp_path, background):
-    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "FLASHATTN2_BACKGROUND_COMPILE": background}
-    child = subprocess.run(
-        [sys.executable, "-c", _COMPILE_THREADS], env=env, capture_output=True, text=True, timeout=300, check=True
-    )
-    threads = json.loads(child.stdout.splitlines()[-1])
+    body = """
+q, k, v = (torch.randn(4, 128, 64, device="cuda", requires_grad=True) for _ in range(3))
+out = flash_attention(q, k, v, causal=True)
+out.backward(torch.randn_like(out))
+"""
+    threads = _compile_threads(tmp_path, body, FLASHATTN2_BACKGROUND_COMPILE=background)
     assert threads["_forward_kernel"] == ["MainThread"]
     [backward_thread] = threads["_one_launch_kernel"]  # compiled once: by a worker, or by the backward's thread
     assert backward_thread.startswith("flashattn2-compile") == (background == "1")
 
 
-# The same for the Hopper backward, forced below its thresholds (bf16, causal, grouped-query heads at head dim 256:
-# the kernel, its prologue and epilogue, and the group sum).
-_HOPPER_COMPILE_THREADS = """
-import json, sys, threading, torch, triton
-from flashattn2 import flash_attention
-from flashattn2._hopper import below_thresholds
-threads = {}
-def record(*, fn, **_):
-    threads.setdefault(fn.name, []).append(threading.current_thread().name)
-triton.knobs.runtime.jit_post_compile_hook = record
+@hopper_only
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_the_hopper_backward_compiles_while_the_forward_runs(tmp_path, head_dim):
+    # Forced below its thresholds (bf16, causal, grouped-query heads: the kernel, its prologue and epilogue, and
+    # the group sum).
+    body = """
 head_dim = int(sys.argv[1])
 q = torch.randn(1, 4, 1000, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 k, v = (torch.randn(1, 2, 1000, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
 with below_thresholds():
     out = flash_attention(q, k, v, causal=True)
     out.backward(torch.randn_like(out))
-torch.cuda.synchronize()
-print(json.dumps(threads))
 """
-
-
-@hopper_only
-@pytest.mark.parametrize("head_dim", [64, 256])
-def test_the_hopper_backward_compiles_while_the_forward_runs(tmp_path, head_dim):
-    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path)}
-    child = subprocess.run(
-        [sys.executable, "-c", _HOPPER_COMPILE_THREADS, str(head_dim)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    threads = json.loads(child.stdout.splitlines()[-1])
+    threads = _compile_threads(tmp_path, body, str(head_dim))
     assert threads["_hopper_forward_kernel"] == ["MainThread"]
     for kernel in ["_hopper_backward_kernel", "_prologue_kernel", "_causal_epilogue_kernel", "_group_sum_kernel"]:
         [thread] = threads[kernel]  # compiled once, by a worker
