@@ -10,6 +10,7 @@ import time
 
 import pytest
 import torch
+import triton
 
 import flashattn2._launch as launch_module
 from flashattn2 import FlashAttention2Triton
@@ -65,6 +66,73 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
     # then every argument in order
     assert run_args[:9] == (5, 2, 1, 1234, "function", "metadata", None, None, None)
     assert run_args[9] is y and run_args[10] is x and run_args[11:] == (16, 0.5, 64, 1)
+
+
+TILE = Tile(16, 16, 4, 1)
+
+
+class CudaLauncher:
+    """Triton 3.6's CUDA launcher as far as a launch needs it: ``__call__`` transcribes its source (scratch
+    allocation left out, as the sizes are 0), ``launch`` records what its C launch function receives."""
+
+    def __init__(self, global_scratch_size=0):
+        self.launched = []
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.global_scratch_size, self.profile_scratch_size = global_scratch_size, 0
+
+    def launch(self, *args):
+        self.launched.append(args)
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        cooperative, pdl = self.launch_cooperative_grid, self.launch_pdl
+        self.launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, None, None, *args)
+
+
+@pytest.mark.parametrize("version", ["3.6.0", "3.5.1"])
+@pytest.mark.parametrize("scratch", [0, 128], ids=["no-scratch", "scratch"])
+def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypatch, version, scratch):
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
+    monkeypatch.setattr(triton, "__version__", version)
+    fn = _RecordingJIT()
+    launcher = fn.compiled.run = CudaLauncher(scratch)
+    launch = CompiledLaunch(fn, (4, 3, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
+    x, y = torch.randn(3), torch.randn(3)
+    launch(x, y)  # through the JIT
+    launch(y, x)
+    # what the launcher's __call__ passes on, given CompiledLaunch's arguments to it
+    launcher(4, 3, 1, 99, "function", "metadata", None, None, None, y, x, 16, 0.5, 64, 1)
+    direct, through_call = launcher.launched
+    assert direct[:4] == (4, 3, 1, 99) and direct[13] is y and direct[14] is x
+    assert direct[:13] == through_call[:13] and direct[15:] == through_call[15:] == (16, 0.5, 64, 1)
+    # the C function itself only where the version's convention was checked and no scratch is needed
+    called_directly = version.startswith("3.6.") and not scratch
+    assert launch.direct[0] == (launcher.launch if called_directly else launcher)
+
+
+def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    fn = _RecordingJIT()
+    launcher = fn.compiled.run = CudaLauncher()
+    fn.compiled.launch_metadata = lambda grid, stream, *args: ("metadata of", grid, stream, args)
+    launch = CompiledLaunch(fn, (2, 1, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
+    x = torch.randn(3)
+    launch(x, x)
+    hook = triton.knobs.runtime.launch_enter_hook
+
+    def listener(metadata):
+        pass
+
+    hook.add(listener)
+    try:
+        launch(x, x)
+    finally:
+        hook.remove(listener)
+    (args,) = launcher.launched  # through the launcher's __call__: grid, stream, function, flags, scratch, then
+    assert args[9:12] == ("metadata", ("metadata of", (2, 1, 1), 99, (x, x, 16, 0.5, 64, 1)), hook)
+    assert args[13:] == (x, x, 16, 0.5, 64, 1)
 
 
 def test_a_programmatic_dependent_is_compiled_as_one():

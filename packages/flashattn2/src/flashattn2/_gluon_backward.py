@@ -76,7 +76,7 @@ from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._launch import CompiledLaunch
+from flashattn2._launch import CompiledLaunch, allocator
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
 
@@ -1120,6 +1120,11 @@ class HopperBackward:
         self.acc_shape = (batch, heads, n, head_dim)
         self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         self.rows = batch * heads * n
+        # each call's workspaces: Delta, dQ in float32, the counters, and for per_query_head dK and dV in float32
+        self.new_delta = allocator((self.rows,), torch.float32, device)
+        self.new_dq_acc = allocator(self.acc_shape, torch.float32, device)
+        self.new_counters = allocator((self.counter_slots,), torch.int32, device)
+        self.new_dkv_acc = allocator((2, *self.acc_shape), torch.float32, device)
         # Causal with grouped-query heads: one program per (key tile, query head), each writing its dK and dV
         # to a workspace that group_sum adds up. A program walking the whole group would be that many times
         # longer, and descending tickets start each head's longest program last (0.89-0.94x the time at
@@ -1241,13 +1246,11 @@ class HopperBackward:
         )
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
-        delta = torch.empty(self.rows, dtype=torch.float32, device=self.device)
-        dq_acc = torch.empty(self.acc_shape, dtype=torch.float32, device=self.device)
-        counters = torch.empty(self.counter_slots, dtype=torch.int32, device=self.device)
+        delta, dq_acc, counters = self.new_delta(), self.new_dq_acc(), self.new_counters()
         if self.schedule_device is None:
             self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
         if self.per_query_head:
-            dk_out, dv_out = torch.empty((2, *self.acc_shape), dtype=torch.float32, device=self.device).unbind(0)
+            dk_out, dv_out = self.new_dkv_acc().unbind(0)
         else:
             dk_out, dv_out = dk, dv
         self._launch_each(

@@ -18,6 +18,10 @@ sequence's kernel takes on the GPU. The direct launch is valid for every call
 of a plan because a plan's key holds everything Triton specializes a kernel on:
 integer arguments (shapes and strides) and tensor dtypes and alignments (a TMA
 descriptor's block shape and layout are fixed by the launcher that builds it).
+Where Triton's CUDA launcher is one whose convention has been checked
+(:data:`DIRECT_LAUNCH_TRITON_VERSIONS`), a launch calls its C launch function
+itself, skipping the launcher's Python ``__call__`` (about 3 µs per launch on
+the H100 machine's host; ``benchmarks/NOTES.md``, v110).
 
 :meth:`CompiledLaunch.compile_in_background` compiles a launch's kernel on a
 worker thread ahead of its first call (the backward's kernels while the forward
@@ -41,7 +45,7 @@ import torch
 import triton
 
 from flashattn2._configs import Tile, TileKey, autotuning, candidate_tiles, default_tile
-from flashattn2._triton_common import KERNELS_INTERPRETED
+from flashattn2._triton_common import KERNELS_INTERPRETED, contiguous_strides
 
 # Layouts whose plans are kept (least recently used dropped first). A plan is a
 # few hundred bytes; the bound keeps a process that sees ever new lengths (a
@@ -79,6 +83,14 @@ def on_its_device(run: Callable, device: torch.device, *args):
         return run(*args)
 
 
+def allocator(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Callable[[], torch.Tensor]:
+    """``allocator(shape, dtype, device)()``: a new contiguous tensor, for a plan that allocates the same on every
+    call. It calls ``torch.empty_strided`` with the strides worked out once: that binding has one signature for
+    PyTorch's argument parser to match, ``torch.empty``'s several (4.6 against 6.7 µs of host time per call on the
+    H100 machine's host; ``benchmarks/NOTES.md``, v110)."""
+    return functools.partial(torch.empty_strided, tuple(shape), contiguous_strides(shape), dtype=dtype, device=device)
+
+
 def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
     """The 16-byte alignment of each tensor's data pointer (Triton specializes kernels on it),
     as a plan key: ``True`` when every pointer is aligned (one test for the usual case),
@@ -87,6 +99,31 @@ def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
     for x in tensors:
         combined |= x.data_ptr()
     return combined % 16 == 0 or tuple(x.data_ptr() % 16 == 0 for x in tensors)
+
+
+# Triton versions whose CUDA launcher (``CudaLauncher.__call__``, triton/backends/nvidia/driver.py) only allocates
+# scratch memory and then calls its C launch function as
+# ``launch(gridX, gridY, gridZ, stream, function, cooperative_grid, pdl, global_scratch, profile_scratch,
+# kernel_metadata, launch_metadata, enter_hook, exit_hook, *arguments)``: read in Triton 3.6.0's source and run by
+# every GPU test. Elsewhere (other versions, other launchers, kernels that need scratch memory) launches go through
+# ``CompiledKernel.run``.
+DIRECT_LAUNCH_TRITON_VERSIONS = ("3.6.",)
+
+
+def direct_launch(kernel) -> tuple[Callable, tuple]:
+    """``(launch, between)`` for a compiled kernel: ``launch(gridX, gridY, gridZ, stream, *between, *arguments)``
+    launches it with no listening hooks. ``launch`` is the C launch function of Triton's CUDA launcher where
+    :data:`DIRECT_LAUNCH_TRITON_VERSIONS` allows, else ``kernel.run``."""
+    run = kernel.run
+    if (
+        triton.__version__.startswith(DIRECT_LAUNCH_TRITON_VERSIONS)
+        and type(run).__name__ == "CudaLauncher"
+        and run.global_scratch_size == 0
+        and run.profile_scratch_size == 0
+    ):
+        pdl = (run.launch_cooperative_grid, run.launch_pdl)
+        return run.launch, (kernel.function, *pdl, None, None, kernel.packed_metadata, None, None, None)
+    return run, (kernel.function, kernel.packed_metadata, None, None, None)
 
 
 class CompiledLaunch:
@@ -126,6 +163,7 @@ class CompiledLaunch:
         self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
+        self.direct: tuple[Callable, tuple] | None = None  # direct_launch(kernel), once compiled
         self.compiling = None  # (process id, future) of compile_in_background, if any
 
     def _check_constexprs(self, tensors: tuple) -> None:
@@ -160,30 +198,20 @@ class CompiledLaunch:
                 self.compiling = None
             kernel = self.fn[self.grid](*tensors, *self.scalars, **self.constexprs, **self._options())
             if not KERNELS_INTERPRETED:
-                self.kernel = kernel
+                self.kernel, self.direct = kernel, direct_launch(kernel)
             return
-        kernel = self.kernel
+        grid = self.grid
         stream = torch._C._cuda_getCurrentRawStream(self.device_index)
         hooks = triton.knobs.runtime
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
-        if enter.calls or leave.calls:  # a profiler listens (e.g. Triton's proton)
-            metadata = kernel.launch_metadata(self.grid, stream, *tensors, *self.trailing)
-        else:
-            metadata, enter, leave = None, None, None
-        grid = self.grid
-        kernel.run(
-            grid[0],
-            grid[1],
-            grid[2],
-            stream,
-            kernel.function,
-            kernel.packed_metadata,
-            metadata,
-            enter,
-            leave,
-            *tensors,
-            *self.trailing,
-        )
+        if enter.calls or leave.calls:  # a profiler listens (e.g. Triton's proton): through run, with metadata
+            kernel = self.kernel
+            metadata = kernel.launch_metadata(grid, stream, *tensors, *self.trailing)
+            args = (kernel.function, kernel.packed_metadata, metadata, enter, leave, *tensors, *self.trailing)
+            kernel.run(grid[0], grid[1], grid[2], stream, *args)
+            return
+        launch, between = self.direct
+        launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
 
 
 class TileChooser:

@@ -53,6 +53,7 @@ from flashattn2._launch import (
     CompiledLaunch,
     TileChooser,
     alignments,
+    allocator,
     background_compiles_enabled,
     on_its_device,
 )
@@ -734,7 +735,7 @@ class BackwardPlan:
     ):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
-        self.q_shape, self.k_shape, self.dtype, self.device = q_shape, k_shape, dtype, device
+        self.dtype, self.device = dtype, device
         self.same_shapes = q_shape == k_shape  # no grouped-query heads: dq, dk, dv can share one buffer
         self.causal, self.head_dim = causal, head_dim
         self.empty = 0 in q_shape or 0 in k_shape
@@ -762,7 +763,10 @@ class BackwardPlan:
             *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *dkv_stride, *dkv_stride),
             *shared,
         )
-        self.delta_size = batch * heads * n_q
+        self.new_delta = allocator((batch * heads * n_q,), torch.float32, device)
+        # dq, dk and dv: one buffer where they have one shape (unbound into three), else one each
+        self.new_grads = allocator((3, *q_shape), dtype, device) if self.same_shapes else None
+        self.new_dq, self.new_dkv = allocator(q_shape, dtype, device), allocator(k_shape, dtype, device)
         self.n_q, self.n_k = n_q, n_k
         self.query_heads, self.kv_heads = batch * heads, batch * kv_heads  # (batch, head) pairs
         self.tile_key = TileKey(head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
@@ -830,10 +834,9 @@ class BackwardPlan:
 
     def __call__(self, grad_out, q, k, v, out, lse, one_allocation=True):
         if one_allocation and self.same_shapes:
-            dq, dk, dv = torch.empty((3, *self.q_shape), dtype=self.dtype, device=self.device).unbind(0)
+            dq, dk, dv = self.new_grads().unbind(0)
         else:
-            dq = torch.empty(self.q_shape, dtype=self.dtype, device=self.device)
-            dk, dv = (torch.empty(self.k_shape, dtype=self.dtype, device=self.device) for _ in range(2))
+            dq, dk, dv = self.new_dq(), self.new_dkv(), self.new_dkv()
         if self.empty:  # no query or no key: O does not depend on the inputs, every gradient is zero
             return dq.zero_(), dk.zero_(), dv.zero_()
         if self.zero_dq:
@@ -857,7 +860,7 @@ class BackwardPlan:
                 self.launch_one = self.compiled_one_launch(tile)
             self.launch_one(q, k, v, out, grad_out, lse, dq, dk, dv)
             return dq, dk, dv
-        delta = torch.empty(self.delta_size, dtype=torch.float32, device=self.device)
+        delta = self.new_delta()
         if self.launch_dq is None:
             self._choose_tiles(grad_out, q, k, v, out, lse, delta, dq, dk, dv)
         self.launch_dq(q, k, v, out, grad_out, lse, delta, dq)  # also writes Delta, which dK/dV reads

@@ -32,7 +32,14 @@ import triton.language as tl
 
 from flashattn2 import _hopper
 from flashattn2._configs import TileKey
-from flashattn2._launch import PLAN_CACHE_SIZE, CompiledLaunch, TileChooser, alignments, on_its_device
+from flashattn2._launch import (
+    PLAN_CACHE_SIZE,
+    CompiledLaunch,
+    TileChooser,
+    alignments,
+    allocator,
+    on_its_device,
+)
 from flashattn2._triton_backward import compile_backward_early
 from flashattn2._triton_common import (
     LOG2_E,
@@ -244,7 +251,8 @@ class ForwardPlan:
     def __init__(self, q_shape, q_stride, k_shape, k_stride, v_stride, dtype, device, causal, softmax_scale, aligned):
         batch, heads, n_q, head_dim = q_shape
         kv_heads, n_k = k_shape[1], k_shape[2]
-        self.out_shape, self.lse_shape = q_shape, (batch, heads, n_q)
+        lse_shape = (batch, heads, n_q)
+        self.new_out, self.new_lse = allocator(q_shape, dtype, device), allocator(lse_shape, torch.float32, device)
         self.dtype, self.device, self.causal, self.head_dim = dtype, device, causal, head_dim
         self.softmax_scale, self.negative_scale = softmax_scale, softmax_scale < 0
         self.backward_compiled_early = False  # set by the first call whose inputs require grad
@@ -262,7 +270,7 @@ class ForwardPlan:
             *k_stride,
             *v_stride,
             *contiguous_strides(q_shape),
-            *contiguous_strides(self.lse_shape),
+            *contiguous_strides(lse_shape),
             softmax_scale * LOG2_E,
             heads,
             heads // max(kv_heads, 1),
@@ -302,8 +310,7 @@ class ForwardPlan:
             # a backward will likely follow: its kernels compile while this call compiles or runs its own
             self.backward_compiled_early = True
             compile_backward_early(q, k, v, self.causal, self.softmax_scale)
-        o = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
-        lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
+        o, lse = self.new_out(), self.new_lse()
         if self.empty:
             return o, lse
         if True in self.copy:
