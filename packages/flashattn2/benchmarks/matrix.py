@@ -62,6 +62,7 @@ SHAPES = [
     (8, 16, 16, 1024, 64, True),
     (2, 32, 8, 4096, 128, True),
     (2, 16, 16, 4096, 256, True),
+    (2, 16, 16, 4096, 256, False),
 ]
 HOST_SHAPE = (1, 4, 4, 128, 64, True)
 FIRST_CALL_SHAPES = {  # dtype -> shapes; fp32 (B, N, D) = (4, 128, 64) is the CS336 public tests' shape
