@@ -130,7 +130,9 @@ def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
         launch(x, x)
     finally:
         hook.remove(listener)
-    (args,) = launcher.launched  # through the launcher's __call__: grid, stream, function, flags, scratch, then
+    # through the launcher's __call__: grid, stream, function, its flags and scratch, then the kernel's metadata,
+    # the launch's metadata and the hooks
+    (args,) = launcher.launched
     assert args[9:12] == ("metadata", ("metadata of", (2, 1, 1), 99, (x, x, 16, 0.5, 64, 1)), hook)
     assert args[13:] == (x, x, 16, 0.5, 64, 1)
 
