@@ -1117,14 +1117,14 @@ class HopperBackward:
         self.block_m, keys_per_item = block_m(head_dim), block_n(head_dim)
         rows_tile = _rows_tile(head_dim)
         q_tiles, key_tiles = triton.cdiv(n, self.block_m), triton.cdiv(n, keys_per_item)
-        self.acc_shape = (batch, heads, n, head_dim)
-        self.counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
-        self.rows = batch * heads * n
+        acc_shape = (batch, heads, n, head_dim)
+        counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
+        rows = batch * heads * n
         # each call's workspaces: Delta, dQ in float32, the counters, and for per_query_head dK and dV in float32
-        self.new_delta = allocator((self.rows,), torch.float32, device)
-        self.new_dq_acc = allocator(self.acc_shape, torch.float32, device)
-        self.new_counters = allocator((self.counter_slots,), torch.int32, device)
-        self.new_dkv_acc = allocator((2, *self.acc_shape), torch.float32, device)
+        self.new_delta = allocator((rows,), torch.float32, device)
+        self.new_dq_acc = allocator(acc_shape, torch.float32, device)
+        self.new_counters = allocator((counter_slots,), torch.int32, device)
+        self.new_dkv_acc = allocator((2, *acc_shape), torch.float32, device)
         # Causal with grouped-query heads: one program per (key tile, query head), each writing its dK and dV
         # to a workspace that group_sum adds up. A program walking the whole group would be that many times
         # longer, and descending tickets start each head's longest program last (0.89-0.94x the time at
@@ -1198,8 +1198,8 @@ class HopperBackward:
         else:  # a full walk finishes its query tiles together, at the end: converted after it
             self.epilogue = CompiledLaunch(
                 _epilogue_kernel,
-                (triton.cdiv(self.rows, SUM_ROWS.value), 1, 1),
-                (self.rows,),
+                (triton.cdiv(rows, SUM_ROWS.value), 1, 1),
+                (rows,),
                 {"HEAD_DIM": head_dim},
                 rows_tile,
                 device,
@@ -1238,7 +1238,7 @@ class HopperBackward:
             lambda describe, tensor: describe.stand_in(tensor.dtype, tensor.device),
             *(element,) * 5,  # grad_out, q, k, v, out
             *(f32,) * 3,  # lse, delta, dq_acc
-            torch.empty(self.counter_slots, dtype=torch.int32, device=self.device),  # the ticket's alignment
+            self.new_counters(),  # the ticket's alignment
             *(element,) * 3,  # dq, dk, dv
             workspace,
             workspace,
