@@ -7,6 +7,7 @@ synchronization), five rounds; do_bench's eager median; then, for flashattn2, th
 call's start) of each stage's start and end over one round of 100 calls."""
 
 import collections
+import gc
 import json
 import os
 import statistics
@@ -72,7 +73,27 @@ for r in range(5):
     torch.cuda.synchronize()
     t2 = time.perf_counter()
     print(f"{name} {shape} round {r}: host {1e3 * (t1 - t0) / 100:.3f} ms/call, wall {1e3 * (t2 - t0) / 100:.3f}")
-print(f"{name} {shape} do_bench eager {matrix.time_ms(call):.3f} ms, graph {matrix.time_ms(call, True):.3f} ms")
+print(f"{name} {shape} do_bench eager {matrix.time_ms(call):.3f} ms")
+for r in range(3):  # a GPU far behind the host: does the host wait for it?
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        torch.cuda._sleep(2_000_000)
+        call()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    print(f"{name} {shape} behind a sleeping GPU, round {r}: host {1e3 * (t1 - t0) / 20:.3f} ms/call, wall {1e3 * (t2 - t0) / 20:.3f}")
+gc.disable()
+for r in range(3):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(100):
+        call()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    print(f"{name} {shape} gc off, round {r}: host {1e3 * (t1 - t0) / 100:.3f} ms/call")
+gc.enable()
 if name == "flashattn2":
     starts = []
     recording[0] = True
