@@ -75,7 +75,7 @@ def expand(launch, tensors):
     """(C launcher, its arguments before the tensors', the tensors' expanded)."""
     run = launch.kernel.run
     wrapper = run.launch
-    if wrapper.__closure__ is None:  # no descriptors: the C function itself
+    if getattr(wrapper, "__closure__", None) is None:  # no descriptors: the C function itself
         return launch.direct[0], launch.direct[1], list(tensors)
     cells = dict(zip(wrapper.__code__.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
     meta = iter(cells["tensordesc_meta"])
