@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 import time
+import types
+import weakref
 
 import pytest
 import torch
@@ -137,6 +139,65 @@ def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
     assert args[13:] == (x, x, 16, 0.5, 64, 1)
 
 
+# what Triton 3.6's launcher passes its C function before the kernel's arguments: grid, stream, function, the
+# cooperative and PDL flags, scratch, kernel metadata, launch metadata and hooks
+BASE_ARGS = 13
+expansions = []  # the descriptors make_tensordesc_arg was called with
+
+
+def make_tensordesc_arg(descriptor, metadata):
+    """Stands in for Triton 3.6's (of the launcher's module): a map encoding the pointer, then shape and strides."""
+    expansions.append(descriptor)
+    return [("map", descriptor.base.data_ptr(), metadata), *descriptor.shape, *descriptor.strides]
+
+
+def wrap_handle_tensordesc(launcher, tensordesc_indices, tensordesc_meta):
+    """Transcribes Triton 3.6's wrapper of a C launch function for kernels that take TMA descriptors."""
+
+    def inner(*args):
+        final_args = list(args[:BASE_ARGS])
+        tensordesc_idx = 0
+        for i, arg in enumerate(args[BASE_ARGS:]):
+            if i in tensordesc_indices:
+                final_args.extend(make_tensordesc_arg(arg, tensordesc_meta[tensordesc_idx]))
+                tensordesc_idx += 1
+            else:
+                final_args.append(arg)
+        return launcher(*final_args)
+
+    return inner
+
+
+def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypatch):
+    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    fn = _RecordingJIT()
+    launcher = fn.compiled.run = CudaLauncher()
+    c_launch = launcher.launch
+    launcher.launch = wrap_handle_tensordesc(c_launch, {1}, [{"swizzle": 128}])  # Y is a descriptor
+    launch = CompiledLaunch(fn, (4, 3, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
+
+    def describe(tensor, strides=(8, 1)):
+        return types.SimpleNamespace(base=tensor, shape=(2, 8), strides=strides, padding="zero")
+
+    x, a, b = torch.randn(3), torch.randn(16), torch.randn(16)
+    launch(x, describe(a))  # through the JIT
+    expansions.clear()
+    calls = [(x, describe(a)), (x, describe(b)), (b, describe(a)), (x, describe(a, strides=(16, 1)))]
+    for tensors in calls:
+        launch(*tensors)
+    # the C function receives what Triton's wrapper would have passed it
+    direct = c_launch.__self__.launched[-len(calls) :]
+    for tensors in calls:
+        launcher(4, 3, 1, 99, "function", "metadata", None, None, None, *tensors, 16, 0.5, 64, 1)
+    assert direct == c_launch.__self__.launched[-len(calls) :]
+    # one expansion for a's pointer, one for b's, none when a comes back, one when a's strides change
+    assert [d.base for d in expansions[:3]] == [a, b, a] and expansions[2].strides == (16, 1)
+    assert len(expansions) == 3 + len(calls)  # then the wrapper's own, one per call
+    assert launch.direct[0] is c_launch
+
+
 def test_a_programmatic_dependent_is_compiled_as_one():
     # Triton makes launch_pdl a compile option: the compiled kernel's launches then carry the attribute.
     fn = _RecordingJIT()
@@ -182,6 +243,24 @@ def test_tma_descriptors_check_the_first_tensor_and_equal_triton_s_for_later_one
         got, expected = describe(view), TensorDescriptor.from_tensor(view, block, layout)
         assert type(got) is TensorDescriptor and got.base is view
         assert vars(got) == vars(expected)  # base (the same tensor), shape, strides, block, layout, padding
+
+
+def test_tma_descriptors_keep_no_tensor_alive():
+    # a plan lives as long as the process: a tensor it kept would keep its memory and, for an attention output,
+    # the autograd graph that produced it
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    from triton.experimental.gluon import language as gl
+
+    from flashattn2._tma import TmaDescriptor
+
+    block = [1, 1, 64, 32]
+    describe = TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16))
+    first, later = (torch.randn(2, 3, 128, 32, dtype=torch.bfloat16) for _ in range(2))
+    alive = weakref.ref(first)
+    describe(first)
+    describe(later)
+    del first
+    assert alive() is None
 
 
 def test_plans_are_cached_per_layout_and_alignment():

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -104,26 +105,87 @@ def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
 # Triton versions whose CUDA launcher (``CudaLauncher.__call__``, triton/backends/nvidia/driver.py) only allocates
 # scratch memory and then calls its C launch function as
 # ``launch(gridX, gridY, gridZ, stream, function, cooperative_grid, pdl, global_scratch, profile_scratch,
-# kernel_metadata, launch_metadata, enter_hook, exit_hook, *arguments)``: read in Triton 3.6.0's source and run by
-# every GPU test. Elsewhere (other versions, other launchers, kernels that need scratch memory) launches go through
+# kernel_metadata, launch_metadata, enter_hook, exit_hook, *arguments)``, where a kernel that takes TMA descriptors
+# has that function wrapped (``wrap_handle_tensordesc``) to replace each descriptor by
+# ``make_tensordesc_arg(descriptor, its metadata)``: read in Triton 3.6.0's source and run by every GPU test.
+# Elsewhere (other versions, other launchers, kernels that need scratch memory) launches go through
 # ``CompiledKernel.run``.
 DIRECT_LAUNCH_TRITON_VERSIONS = ("3.6.",)
 
 
-def direct_launch(kernel) -> tuple[Callable, tuple]:
-    """``(launch, between)`` for a compiled kernel: ``launch(gridX, gridY, gridZ, stream, *between, *arguments)``
-    launches it with no listening hooks. ``launch`` is the C launch function of Triton's CUDA launcher where
-    :data:`DIRECT_LAUNCH_TRITON_VERSIONS` allows, else ``kernel.run``."""
+class DescriptorExpansion:
+    """``expand(arguments) -> list``: a kernel's tensor arguments as its C launch function takes them, each TMA
+    descriptor replaced by its launcher module's ``make_tensordesc_arg(descriptor, metadata)`` (a ``CUtensorMap``
+    encoded by the driver, then the shape and strides).
+
+    Arguments:
+        metadata: argument position -> the compiled kernel's metadata of the descriptor there.
+        make: the launcher module's ``make_tensordesc_arg``.
+
+    An expansion depends on the descriptor's data pointer, shape, strides and padding, and on the position's
+    metadata. It is made once per (position, data pointer) and reused while the descriptor's other fields are
+    equal: encoding the map costs a few µs of host time per descriptor, and PyTorch's caching allocator hands a
+    plan the same few pointers call after call (``benchmarks/NOTES.md``, v113)."""
+
+    # expansions kept per position; past it they are dropped and made again (a process whose tensors keep moving)
+    MAX_POINTERS = 64
+
+    def __init__(self, metadata: dict[int, object], make: Callable) -> None:
+        self.metadata, self.make = metadata, make
+        self.made: dict[int, dict[int, tuple]] = {position: {} for position in metadata}
+
+    def __call__(self, arguments: tuple) -> list:
+        expanded = []
+        for position, argument in enumerate(arguments):
+            made = self.made.get(position)
+            if made is None:
+                expanded.append(argument)
+                continue
+            fields = (argument.shape, argument.strides, argument.padding)
+            pointer = argument.base.data_ptr()
+            entry = made.get(pointer)
+            if entry is None or entry[0] != fields:
+                if len(made) >= self.MAX_POINTERS:
+                    made.clear()
+                entry = made[pointer] = (fields, self.make(argument, self.metadata[position]))
+            expanded.extend(entry[1])
+        return expanded
+
+
+def _descriptor_wrapper_closure(launch) -> dict | None:
+    """The variables of Triton 3.6's ``wrap_handle_tensordesc`` wrapper (``launcher``, the C function;
+    ``tensordesc_indices``; ``tensordesc_meta``), or ``None`` where ``launch`` is not that wrapper."""
+    code, closure = getattr(launch, "__code__", None), getattr(launch, "__closure__", None)
+    if code is None or closure is None:
+        return None
+    variables = dict(zip(code.co_freevars, (cell.cell_contents for cell in closure)))
+    return variables if {"launcher", "tensordesc_indices", "tensordesc_meta"} <= variables.keys() else None
+
+
+def direct_launch(kernel) -> tuple[Callable, tuple, DescriptorExpansion | None]:
+    """``(launch, between, expand)`` for a compiled kernel: ``launch(gridX, gridY, gridZ, stream, *between,
+    *arguments)`` launches it with no listening hooks, ``arguments`` being the tensor arguments (through
+    ``expand`` where it is not ``None``), then the trailing ones. ``launch`` is the C launch function of Triton's
+    CUDA launcher where :data:`DIRECT_LAUNCH_TRITON_VERSIONS` allows, else ``kernel.run``. A kernel that takes TMA
+    descriptors gets a :class:`DescriptorExpansion` in place of the launcher's wrapper where every descriptor is
+    lowered to a ``CUtensorMap`` (metadata for each); otherwise the wrapper expands them on every call."""
     run = kernel.run
-    if (
+    if not (
         triton.__version__.startswith(DIRECT_LAUNCH_TRITON_VERSIONS)
         and type(run).__name__ == "CudaLauncher"
         and run.global_scratch_size == 0
         and run.profile_scratch_size == 0
     ):
-        pdl = (run.launch_cooperative_grid, run.launch_pdl)
-        return run.launch, (kernel.function, *pdl, None, None, kernel.packed_metadata, None, None, None)
-    return run, (kernel.function, kernel.packed_metadata, None, None, None)
+        return run, (kernel.function, kernel.packed_metadata, None, None, None), None
+    between = (kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None, kernel.packed_metadata)
+    between += (None, None, None)  # launch metadata and hooks: none listen
+    wrapper = _descriptor_wrapper_closure(run.launch)
+    if wrapper is None or not wrapper["tensordesc_meta"] or None in wrapper["tensordesc_meta"]:
+        return run.launch, between, None
+    positions = sorted(wrapper["tensordesc_indices"])  # the wrapper's metadata follows the positions' order
+    make = sys.modules[type(run).__module__].make_tensordesc_arg
+    expand = DescriptorExpansion(dict(zip(positions, wrapper["tensordesc_meta"])), make)
+    return wrapper["launcher"], between, expand
 
 
 class CompiledLaunch:
@@ -163,7 +225,7 @@ class CompiledLaunch:
         self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
-        self.direct: tuple[Callable, tuple] | None = None  # direct_launch(kernel), once compiled
+        self.direct: tuple[Callable, tuple, DescriptorExpansion | None] | None = None  # direct_launch(kernel)
         self.compiling = None  # (process id, future) of compile_in_background, if any
 
     def _check_constexprs(self, tensors: tuple) -> None:
@@ -210,7 +272,9 @@ class CompiledLaunch:
             args = (kernel.function, kernel.packed_metadata, metadata, enter, leave, *tensors, *self.trailing)
             kernel.run(grid[0], grid[1], grid[2], stream, *args)
             return
-        launch, between = self.direct
+        launch, between, expand = self.direct
+        if expand is not None:
+            tensors = expand(tensors)
         launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
 
 

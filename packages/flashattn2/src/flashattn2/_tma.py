@@ -30,12 +30,12 @@ class TmaDescriptor:
 
     def __init__(self, block_shape: list[int], layout) -> None:
         self.block_shape, self.layout = block_shape, layout
-        self.checked: dict | None = None  # the first descriptor's fields
+        self.checked: dict | None = None  # the first descriptor's fields but its tensor (kept, it would stay alive)
 
     def __call__(self, tensor: torch.Tensor) -> TensorDescriptor:
         if self.checked is None:
             descriptor = TensorDescriptor.from_tensor(tensor, self.block_shape, self.layout)
-            self.checked = dict(vars(descriptor))
+            self.checked = {name: value for name, value in vars(descriptor).items() if name != "base"}
             return descriptor
         descriptor = object.__new__(TensorDescriptor)  # a dataclass: __init__ would check again
         vars(descriptor).update(self.checked, base=tensor)
