@@ -21,7 +21,9 @@ descriptor's block shape and layout are fixed by the launcher that builds it).
 Where Triton's CUDA launcher is one whose convention has been checked
 (:data:`DIRECT_LAUNCH_TRITON_VERSIONS`), a launch calls its C launch function
 itself, skipping the launcher's Python ``__call__`` (about 3 µs per launch on
-the H100 machine's host; ``benchmarks/NOTES.md``, v110).
+the H100 machine's host; ``benchmarks/NOTES.md``, v110), and a kernel's TMA
+descriptors reach it expanded once per data pointer (:class:`DescriptorExpansion`;
+v113) instead of encoded again on every launch.
 
 :meth:`CompiledLaunch.compile_in_background` compiles a launch's kernel on a
 worker thread ahead of its first call (the backward's kernels while the forward
