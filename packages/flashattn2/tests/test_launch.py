@@ -90,14 +90,21 @@ class CudaLauncher:
         self.launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, None, None, *args)
 
 
-@pytest.mark.parametrize("version", ["3.6.0", "3.5.1"])
-@pytest.mark.parametrize("scratch", [0, 128], ids=["no-scratch", "scratch"])
-def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypatch, version, scratch):
+def on_a_cuda_launcher(monkeypatch, version="3.6.0", scratch=0) -> tuple[_RecordingJIT, CudaLauncher]:
+    """``(fn, launcher)``: a recorded kernel compiled as on a CUDA device under Triton ``version``, whose
+    ``run`` is a :class:`CudaLauncher`; launches go to stream 99 of device 0."""
     monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
     monkeypatch.setattr(triton, "__version__", version)
     fn = _RecordingJIT()
-    launcher = fn.compiled.run = CudaLauncher(scratch)
+    fn.compiled.run = CudaLauncher(scratch)
+    return fn, fn.compiled.run
+
+
+@pytest.mark.parametrize("version", ["3.6.0", "3.5.1"])
+@pytest.mark.parametrize("scratch", [0, 128], ids=["no-scratch", "scratch"])
+def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypatch, version, scratch):
+    fn, launcher = on_a_cuda_launcher(monkeypatch, version, scratch)
     launch = CompiledLaunch(fn, (4, 3, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
     x, y = torch.randn(3), torch.randn(3)
     launch(x, y)  # through the JIT
@@ -113,11 +120,7 @@ def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypat
 
 
 def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
-    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
-    monkeypatch.setattr(triton, "__version__", "3.6.0")
-    fn = _RecordingJIT()
-    launcher = fn.compiled.run = CudaLauncher()
+    fn, launcher = on_a_cuda_launcher(monkeypatch)
     fn.compiled.launch_metadata = lambda grid, stream, *args: ("metadata of", grid, stream, args)
     launch = CompiledLaunch(fn, (2, 1, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
     x = torch.randn(3)
@@ -169,11 +172,7 @@ def wrap_handle_tensordesc(launcher, tensordesc_indices, tensordesc_meta):
 
 
 def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypatch):
-    monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
-    monkeypatch.setattr(triton, "__version__", "3.6.0")
-    fn = _RecordingJIT()
-    launcher = fn.compiled.run = CudaLauncher()
+    fn, launcher = on_a_cuda_launcher(monkeypatch)
     c_launch = launcher.launch
     launcher.launch = wrap_handle_tensordesc(c_launch, {1}, [{"swizzle": 128}])  # Y is a descriptor
     launch = CompiledLaunch(fn, (4, 3, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
