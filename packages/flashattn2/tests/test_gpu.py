@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 import torch
@@ -322,6 +323,22 @@ def test_forward_backward_replays_in_a_cuda_graph(shape, path):
     torch.cuda.synchronize()
     for replayed, eager in zip(captured, step()):
         assert torch.equal(replayed, eager)
+
+
+@hopper_only
+def test_the_hopper_kernels_keep_no_tensor_of_a_call_alive():
+    # Plans live as long as the process: a tensor they kept would hold its memory and, for an output, its autograd
+    # graph with the saved inputs. A scale used nowhere else makes these calls their plans' first.
+    scale = 0.1
+    q, k, v = (torch.randn(2, 16, 4096, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    out = flash_attention(q, k, v, causal=True, softmax_scale=scale)
+    grad_out = torch.randn_like(out)
+    torch.autograd.grad(out, (q, k, v), grad_out)
+    assert forward.plan_for(q, k, v, True, scale).hopper is not None
+    assert backward.plan_for(grad_out, q, k, v, out, True, scale).hopper is not None
+    kept = [weakref.ref(x) for x in (out, grad_out)]
+    del out, grad_out
+    assert [ref() for ref in kept] == [None, None]
 
 
 # A fresh process with an empty Triton cache runs ``body`` (a first forward and backward) and prints which thread
