@@ -1210,12 +1210,14 @@ class HopperBackward:
         def descriptor(block: list[int], dtype=element) -> TmaDescriptor:
             return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, dtype))
 
-        q_block, kv_block, rows = [1, 1, self.block_m, head_dim], [1, 1, keys_per_item, head_dim], [self.block_m]
+        q_block, kv_block = [1, 1, self.block_m, head_dim], [1, 1, keys_per_item, head_dim]
+        row_block = [self.block_m]  # a query tile's rows of L and Delta
         row_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
         self.describe_q, self.describe_grad_out = descriptor(q_block), descriptor(q_block)
         self.describe_k, self.describe_v = descriptor(kv_block), descriptor(kv_block)
         self.describe_dq_acc = descriptor([1, 1, SUB_M.value, DQ_COLS.value], gl.float32)
-        self.describe_lse, self.describe_delta = TmaDescriptor(rows, row_layout), TmaDescriptor(rows, row_layout)
+        self.describe_lse = TmaDescriptor(row_block, row_layout)
+        self.describe_delta = TmaDescriptor(row_block, row_layout)
         dkv_block = [1, 1, keys_per_item // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.describe_dk, self.describe_dv = descriptor(dkv_block), descriptor(dkv_block)
 
