@@ -10,18 +10,21 @@ For each (B, H, N, D) shape and mask (bf16), milliseconds of ``triton_forward`` 
 with the Triton kernels, in alternating rounds; the ratio is the median of the
 rounds' ratios (< 1: the Hopper kernel is faster). The forward's ``MIN_SEQ_LEN``
 (``_gluon_forward``) and the backward's ``THRESHOLDS`` (``_gluon_backward``) are
-chosen from this table.
+chosen from this table. ``--graph`` times replays of CUDA graphs instead (the GPU's
+time alone, without the host's time per call); ``--shapes`` replaces the built-in
+list.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 
 import torch
 import triton
-from matrix import write_rows  # this folder is on sys.path when run as a script
+from matrix import time_ms, write_rows  # this folder is on sys.path when run as a script
 
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
@@ -130,7 +133,7 @@ SHAPES = {
 WAYS = {"hopper": "1", "triton": "0"}  # the value of the kernel's switch (FLASHATTN2_HOPPER_FORWARD or _BACKWARD)
 
 
-def kernel_ms(kernel: str, shape, causal: bool, rounds: int = 3) -> dict:
+def kernel_ms(kernel: str, shape, causal: bool, rounds: int = 3, graph: bool = False) -> dict:
     q, k, v, grad_out = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     scale = shape[-1] ** -0.5
     out, lse = forward.triton_forward(q, k, v, causal, scale)
@@ -144,7 +147,7 @@ def kernel_ms(kernel: str, shape, causal: bool, rounds: int = 3) -> dict:
         for way in sorted(WAYS, reverse=round_index % 2 == 1):
             os.environ[SWITCHES[kernel]] = WAYS[way]
             plans.cache_clear()  # a plan decides at its construction
-            samples[way].append(triton.testing.do_bench(run, return_mode="median"))
+            samples[way].append(time_ms(run, graph) if graph else triton.testing.do_bench(run, return_mode="median"))
     row = {"shape": shape, "causal": causal, **{way: statistics.median(times) for way, times in samples.items()}}
     row["ratio"] = statistics.median(a / b for a, b in zip(samples["hopper"], samples["triton"]))
     return row
@@ -154,15 +157,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=sorted(SHAPES), default="backward")
     parser.add_argument("--head-dims", type=int, nargs="+", help="only the shapes of these head dims")
+    parser.add_argument("--graph", action="store_true", help="time CUDA-graph replays: the GPU's time alone")
+    parser.add_argument("--shapes", type=json.loads, help='JSON list of [[B, H, N, D], causal] (default: built in)')
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
+    shapes = [(tuple(shape), causal) for shape, causal in args.shapes] if args.shapes else SHAPES[args.kernel]
     rows = []
     print(f"{'(B, H, N, D)':20} {'mask':6} {'scores':>12} {'hopper':>8} {'triton':>8} {'ratio':>6}", flush=True)
     with below_thresholds():  # measure below the thresholds too
-        for shape, causal in SHAPES[args.kernel]:
+        for shape, causal in shapes:
             if args.head_dims and shape[-1] not in args.head_dims:
                 continue
-            row = kernel_ms(args.kernel, shape, causal)
+            row = kernel_ms(args.kernel, shape, causal, graph=args.graph)
             row["scores"] = shape[0] * shape[1] * shape[2] ** 2
             print(
                 f"{shape!s:20} {'causal' if causal else 'full':6} {row['scores']:12d} {row['hopper']:8.3f} "
