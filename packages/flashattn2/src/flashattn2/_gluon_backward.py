@@ -215,6 +215,23 @@ def _item(item, heads, group, key_tiles, PER_QUERY_HEAD: gl.constexpr):
 
 
 @gluon.jit
+def _ticket_item(ticket, units, key_tiles, GROUP: gl.constexpr):
+    """A one-item program's ticket -> its item (numbered as :func:`_item` reads them). Units (a (batch, head) of
+    ``key_tiles`` items) are taken ``GROUP`` at a time, their items interleaved by key tile descending: ticket order
+    then runs the group's shortest items first, and each item still comes after the longer key tiles it waits on."""
+    if GROUP == 1:
+        item = ticket
+    else:
+        group_first = ticket // (GROUP * key_tiles) * GROUP  # the group's first unit
+        size = units - group_first
+        if size > GROUP:
+            size = GROUP
+        rest = ticket - group_first * key_tiles
+        item = (group_first + rest % size) * key_tiles + rest // size
+    return item
+
+
+@gluon.jit
 def _item_count(schedule, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
     """How many work items this program takes (``schedule``: see the kernel)."""
     first, stride, items, _, _, _, table = schedule
@@ -807,6 +824,7 @@ def _hopper_backward_kernel(
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
     RAGGED: gl.constexpr,
+    TICKET_GROUP: gl.constexpr,
 ):
     # A work item is a key tile of a (batch, k/v head), or of a (batch, query head) with PER_QUERY_HEAD; items
     # are numbered by (batch, head) and then by key tile descending.
@@ -821,7 +839,7 @@ def _hopper_backward_kernel(
         first = gl.program_id(0)
     else:
         # Causal, one item per program, in the order programs start: a program only waits on started ones.
-        first = gl.atomic_add(ticket, 1)
+        first = _ticket_item(gl.atomic_add(ticket, 1), items // key_tiles, key_tiles, TICKET_GROUP)
     schedule = (first, gl.num_programs(0), items, heads, group, key_tiles, table)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
@@ -1072,6 +1090,7 @@ THRESHOLDS = {
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106).
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
+CAUSAL_TICKET_GROUP = 1
 
 
 def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int) -> list[int]:
@@ -1172,6 +1191,7 @@ class HopperBackward:
                 "HEAD_DIM": head_dim,
                 "PER_QUERY_HEAD": self.per_query_head,
                 "RAGGED": n % keys_per_item != 0,
+                "TICKET_GROUP": 1 if persistent else CAUSAL_TICKET_GROUP,
             },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(self.block_m, keys_per_item, NUM_WARPS, 1),
