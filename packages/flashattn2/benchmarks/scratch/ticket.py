@@ -45,11 +45,9 @@ def measure(shape, causal=True, kv_heads=None, rounds=3):
     return row
 
 
+SHAPES = json.loads(os.environ["SHAPES"])  # [[B, H, N, D], ...]
 rows = []
 with below_thresholds():
-    for shape in ((2, 16, 1024, 128), (4, 16, 1024, 128), (8, 16, 1024, 128), (1, 16, 2048, 128),
-                  (2, 16, 2048, 128), (4, 16, 2048, 128), (1, 16, 4096, 128), (4, 16, 4096, 128),
-                  (2, 16, 8192, 128), (1, 16, 16384, 128), (2, 16, 1024, 256), (2, 16, 4096, 256), (1, 16, 8192, 256)):
-        rows.append(measure(shape))
-    rows.append(measure((4, 16, 4096, 128), kv_heads=4))
+    for shape in SHAPES:
+        rows.append(measure(tuple(shape), rounds=int(os.environ.get("ROUNDS", "3"))))
 json.dump(rows, open(os.path.join(os.environ["OUT"], "ticket.json"), "w"), indent=1)
