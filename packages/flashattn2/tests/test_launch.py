@@ -643,9 +643,14 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert not applies(shape=(16, 16, 1024, 64))  # 2**28 scores
     assert not applies(shape=(64, 16, 512, 64))
     assert not applies(shape=(1024, 16, 256, 64))  # 2**30 scores, 256 keys
-    assert applies(shape=(16, 16, 512, 64), causal=False)  # non-causal: from 512 keys, with 2**26 scores
+    assert applies(shape=(16, 16, 512, 64), causal=False)  # non-causal: from 512 keys
+    assert applies(shape=(8, 16, 512, 64), causal=False)  # with 2**25 scores
+    assert not applies(shape=(4, 16, 512, 64), causal=False)  # 2**24 scores
+    assert applies(shape=(1, 16, 1024, 64), causal=False)  # from 1024 keys with 2**24
+    assert not applies(shape=(1, 8, 1024, 64), causal=False)  # 2**23 scores
     assert applies(shape=(4, 16, 1024, 128), causal=False)
-    assert not applies(shape=(2, 16, 1024, 64), causal=False)  # 2**25 scores
+    assert applies(shape=(4, 16, 512, 128), causal=False)  # head dim 128: from 512 keys with 2**24 scores
+    assert not applies(shape=(2, 16, 512, 128), causal=False)  # 2**23 scores
     assert not applies(shape=(64, 16, 256, 64), causal=False)  # 2**26 scores, 256 keys
     assert not applies(device=torch.device("cpu"))
     packed = (16384 * 3 * 16 * 64, 64, 3 * 16 * 64, 1)  # a view of a packed QKV projection: TMA takes it
