@@ -215,23 +215,6 @@ def _item(item, heads, group, key_tiles, PER_QUERY_HEAD: gl.constexpr):
 
 
 @gluon.jit
-def _ticket_item(ticket, units, key_tiles, GROUP: gl.constexpr):
-    """A one-item program's ticket -> its item (numbered as :func:`_item` reads them). Units (a (batch, head) of
-    ``key_tiles`` items) are taken ``GROUP`` at a time, their items interleaved by key tile descending: ticket order
-    then runs the group's shortest items first, and each item still comes after the longer key tiles it waits on."""
-    if GROUP == 1:
-        item = ticket
-    else:
-        group_first = ticket // (GROUP * key_tiles) * GROUP  # the group's first unit
-        size = units - group_first
-        if size > GROUP:
-            size = GROUP
-        rest = ticket - group_first * key_tiles
-        item = (group_first + rest % size) * key_tiles + rest // size
-    return item
-
-
-@gluon.jit
 def _item_count(schedule, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
     """How many work items this program takes (``schedule``: see the kernel)."""
     first, stride, items, _, _, _, table = schedule
@@ -824,7 +807,6 @@ def _hopper_backward_kernel(
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
     RAGGED: gl.constexpr,
-    TICKET_GROUP: gl.constexpr,
 ):
     # A work item is a key tile of a (batch, k/v head), or of a (batch, query head) with PER_QUERY_HEAD; items
     # are numbered by (batch, head) and then by key tile descending.
@@ -839,7 +821,7 @@ def _hopper_backward_kernel(
         first = gl.program_id(0)
     else:
         # Causal, one item per program, in the order programs start: a program only waits on started ones.
-        first = _ticket_item(gl.atomic_add(ticket, 1), items // key_tiles, key_tiles, TICKET_GROUP)
+        first = gl.atomic_add(ticket, 1)
     schedule = (first, gl.num_programs(0), items, heads, group, key_tiles, table)
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
@@ -1076,8 +1058,8 @@ def _rows_tile(head_dim: int) -> Tile:
 # - Non-causal (persistent) with 2**26 scores from 512 keys: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200. Below that, by the GPU's time (CUDA-graph replays,
 #   v114; eager calls there read 0.84-1.83x as the host's speed allowed): head dim 64 from 1024 keys with 2**24
-#   scores (0.89-0.94x) and from 512 with 2**25 (0.95x; 2**24 there 1.06x), head dim 128 from 512 keys with 2**24
-#   (0.86-0.97x at four shapes; 2**23 0.98-1.09x).
+#   scores (0.89-0.94x at two shapes) and from 512 with 2**25 (0.95x; 2**24 there 1.06x), head dim 128 from 512
+#   keys with 2**24 (0.85-0.97x at three shapes; 2**23 0.98-1.09x).
 # - Head dim 256 (64-key items, v106), from 512 keys with 2**24 scores: 0.61-0.66x from 2048 keys causal, 0.70-0.72x
 #   non-causal; 0.74-0.85x from 512 to 1024 keys (2**24 to 2**27 scores); fewer scores were not measured.
 THRESHOLDS = {
@@ -1092,7 +1074,6 @@ THRESHOLDS = {
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106).
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
-CAUSAL_TICKET_GROUP = 1
 
 
 def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int) -> list[int]:
@@ -1193,7 +1174,6 @@ class HopperBackward:
                 "HEAD_DIM": head_dim,
                 "PER_QUERY_HEAD": self.per_query_head,
                 "RAGGED": n % keys_per_item != 0,
-                "TICKET_GROUP": 1 if persistent else CAUSAL_TICKET_GROUP,
             },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(self.block_m, keys_per_item, NUM_WARPS, 1),
