@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kernel", choices=sorted(SHAPES), default="backward")
     parser.add_argument("--head-dims", type=int, nargs="+", help="only the shapes of these head dims")
     parser.add_argument("--graph", action="store_true", help="time CUDA-graph replays: the GPU's time alone")
-    parser.add_argument("--shapes", type=json.loads, help='JSON list of [[B, H, N, D], causal] (default: built in)')
+    parser.add_argument("--shapes", type=json.loads, help="JSON list of [[B, H, N, D], causal] (default: built in)")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
     shapes = [(tuple(shape), causal) for shape, causal in args.shapes] if args.shapes else SHAPES[args.kernel]
