@@ -1074,6 +1074,7 @@ THRESHOLDS = {
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106).
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
+BACKWARD_HEAD_GROUP = 1
 
 
 def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int) -> list[int]:
@@ -1081,8 +1082,16 @@ def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: in
     table of item numbers, in :func:`_item`'s order: by (batch, head), key tile descending, so an item waits
     only on earlier ones). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one more for its
     K and V load and its dK and dV store."""
-    costs = (q_tiles - ratio * (key_tiles - 1 - i % key_tiles) + 1 for i in range(items))
-    return _hopper.deal_in_order(costs, programs)
+    units = items // key_tiles
+    order = [
+        unit * key_tiles + band
+        for first in range(0, units, BACKWARD_HEAD_GROUP)
+        for band in range(key_tiles)
+        for unit in range(first, min(units, first + BACKWARD_HEAD_GROUP))
+    ]
+    costs = (q_tiles - ratio * (key_tiles - 1 - i % key_tiles) + 1 for i in order)
+    table = _hopper.deal_in_order(costs, programs)
+    return table[: programs + 1] + [order[position] for position in table[programs + 1 :]]
 
 
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
