@@ -548,6 +548,7 @@ def on_a_hopper_gpu(monkeypatch):
     monkeypatch.setattr(_hopper, "TESTED_TRITON", triton.__version__)
     monkeypatch.setattr(_hopper, "_failures", {kind: [] for kind in _hopper.SWITCHES})
     monkeypatch.setattr(_hopper, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(_hopper, "l2_cache_bytes", lambda device: 50 * 2**20)
     for switch in _hopper.SWITCHES.values():
         monkeypatch.delenv(switch, raising=False)
     return _hopper
@@ -797,14 +798,15 @@ def test_the_hopper_backward_programs_by_mask_and_grouped_heads(on_a_hopper_gpu,
     assert not backward(q_shape, True).per_query_head
 
 
-def _dealt_lists(table, items, programs):
+def _dealt_lists(table, items, programs, dealing_rank=None):
     """Each program's items from a table of ``_hopper.deal_in_order``, after checking that the table deals every
-    item once and that each program's items follow the dealing order."""
+    item once and that each program's items follow the dealing order (``dealing_rank(item)`` increasing; by
+    default the item numbers)."""
     offsets, dealt = table[: programs + 1], table[programs + 1 :]
     assert offsets[0] == programs + 1 and offsets[-1] == len(table)
     assert sorted(dealt) == list(range(items))
     lists = [table[a:b] for a, b in itertools.pairwise(offsets)]
-    assert all(mine == sorted(mine) for mine in lists)
+    assert all(mine == sorted(mine, key=dealing_rank) for mine in lists)
     return lists
 
 
@@ -823,6 +825,33 @@ def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopp
     programs = _dealt_lists(causal.schedule_table, causal.items, 132)
     work = [sum(tiles - (tiles - 1 - i % tiles) + 1 for i in mine) for mine in programs]
     assert max(work) <= 1.08 * sum(work) / len(work)
+
+
+@pytest.mark.parametrize("q_shape", [(1, 16, 2048, 64), (2, 8, 4096, 64)])
+def test_causal_hopper_backward_interleaves_heads_whose_reread_data_fit_in_l2(on_a_hopper_gpu, q_shape):
+    from flashattn2._gluon_backward import HopperBackward, causal_backward_schedule
+
+    # Q, dO and the fp32 dQ workspace of every (batch, head): 16 or 32 MiB, within the 50 MiB of L2 the fixture
+    # gives the device: every pair's items of one key tile are dealt together, the last key tile's first
+    strides = contiguous_strides(q_shape)
+    device = torch.device("cuda", 0)
+    causal = HopperBackward(q_shape, q_shape, strides, strides, torch.bfloat16, device, True, 0.1)
+    tiles = q_shape[2] // 128
+    assert causal.items == tiles * q_shape[0] * q_shape[1]
+    programs = _dealt_lists(causal.schedule_table, causal.items, 132, dealing_rank=lambda i: (i % tiles, i // tiles))
+    pairs = q_shape[0] * q_shape[1]  # the first items dealt: every pair's last key tile, the shortest walks
+    assert [mine[0] for mine in programs[:pairs]] == [pair * tiles for pair in range(pairs)]
+
+    def busiest(lists):  # the most work a program has: item i walks 1 + i % tiles query tiles, plus one
+        return max(sum(i % tiles + 2 for i in mine) for mine in lists)
+
+    by_pair = causal_backward_schedule(causal.items, tiles, tiles, 1, 132, interleaved=False)
+    assert busiest(programs) < busiest(_dealt_lists(by_pair, causal.items, 132))
+    # four times the batch, 64 or 128 MiB: by (batch, head), as the items are numbered
+    larger = (4 * q_shape[0], *q_shape[1:])
+    strides = contiguous_strides(larger)
+    larger_plan = HopperBackward(larger, larger, strides, strides, torch.bfloat16, device, True, 0.1)
+    _dealt_lists(larger_plan.schedule_table, larger_plan.items, 132)
 
 
 def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monkeypatch):

@@ -8,13 +8,14 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-from matrix import time_ms  # noqa: E402
+from matrix import time_ms
 
-import flashattn2._gluon_backward as gb  # noqa: E402
-import flashattn2._triton_backward as backward  # noqa: E402
-import flashattn2._triton_forward as forward  # noqa: E402
+import flashattn2._hopper as hopper
+import flashattn2._triton_backward as backward
+import flashattn2._triton_forward as forward
 
-GROUP_SIZES = [int(g) for g in os.environ.get("HEAD_GROUPS", "1,2,4,16").split(",")]
+WAYS = {"by_pair": 0, "interleaved": 1 << 40}  # the L2 size the plan sees
+GROUP_SIZES = list(WAYS)
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 
 
@@ -29,7 +30,7 @@ def measure(shape, kv_heads=None):
     ref = None
     for r in range(ROUNDS):
         for w in sorted(GROUP_SIZES, reverse=r % 2 == 1):
-            gb.BACKWARD_HEAD_GROUP = w
+            hopper.l2_cache_bytes = lambda device, size=WAYS[w]: size
             backward.backward_plan.cache_clear()
             grads = run()
             if r == 0:

@@ -37,7 +37,8 @@ tile in the order stores instead of adding, so the workspace needs no zeroing.
 Causal items wait only on earlier items (numbered by (batch, head), then key
 tile descending): one-item programs take theirs from a ticket counter, so
 every program a causal one waits on started before it; persistent ones take
-their lists in that order (:func:`causal_backward_schedule`). The non-causal
+lists dealt in an order in which each item follows those it waits on
+(:func:`causal_backward_schedule`). The non-causal
 walk (each key tile starts at its own diagonal and wraps around) needs all key
 tiles of a head in progress at once, on distinct programs, hence
 :func:`hopper_backward_applies`'s bound on the sequence length.
@@ -814,8 +815,8 @@ def _hopper_backward_kernel(
         # the causal dq epilogue, this kernel's programmatic dependent, may start once every program has
         _ptx("griddepcontrol.launch_dependents;")
     if PERSISTENT:  # noqa: SIM108 (a branch at compile time)
-        # Causal: program p takes its list of ``table`` (int32, from causal_backward_schedule: items dealt in
-        # order, so each waits only on earlier items, of programs that reach them first). Non-causal: items
+        # Causal: program p takes its list of ``table`` (int32, from causal_backward_schedule: items dealt in an
+        # order in which each waits only on earlier items, of programs that reach them first). Non-causal: items
         # p, p + grid, ...; a head's key tiles wait on each other (the walk wraps around) and are consecutive
         # items, so with at least as many programs as key tiles they run on distinct programs, all resident at once.
         first = gl.program_id(0)
@@ -1074,22 +1075,27 @@ THRESHOLDS = {
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106).
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
-BACKWARD_HEAD_GROUP = 1
+# Bytes per element of a (batch, query head)'s data that every key tile's item reads again: Q and dO (2 bytes each)
+# and the fp32 dQ workspace (4). K and V are read once per item, dK and dV written once.
+REREAD_BYTES = 8
 
 
-def causal_backward_schedule(items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int) -> list[int]:
+def causal_backward_schedule(
+    items: int, key_tiles: int, q_tiles: int, ratio: int, programs: int, interleaved: bool
+) -> list[int]:
     """The causal work items of persistent programs, as the kernel reads them (:func:`_hopper.deal_in_order`'s
-    table of item numbers, in :func:`_item`'s order: by (batch, head), key tile descending, so an item waits
-    only on earlier ones). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one more for its
-    K and V load and its dK and dV store."""
-    units = items // key_tiles
-    order = [
-        unit * key_tiles + band
-        for first in range(0, units, BACKWARD_HEAD_GROUP)
-        for band in range(key_tiles)
-        for unit in range(first, min(units, first + BACKWARD_HEAD_GROUP))
-    ]
-    costs = (q_tiles - ratio * (key_tiles - 1 - i % key_tiles) + 1 for i in order)
+    table of item numbers, numbered as :func:`_item` reads them). Items are dealt in an order in which each waits
+    only on earlier ones: by (batch, head), key tile descending; or ``interleaved``, key tile descending with all
+    (batch, head) pairs' items of one key tile together. Interleaved, the last pairs' longest walks no longer
+    trail the launch (0.88-0.96x the time at seven shapes whose re-read data fit in L2, 1.15-1.22x at three that
+    do not; benchmarks/NOTES.md, v117). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one
+    more for its K and V load and its dK and dV store."""
+    units = items // key_tiles  # (batch, head) pairs, key_tiles items each; band 0 is the last key tile
+    if interleaved:
+        order = [unit * key_tiles + band for band in range(key_tiles) for unit in range(units)]
+    else:
+        order = list(range(items))
+    costs = (q_tiles - ratio * (key_tiles - 1 - item % key_tiles) + 1 for item in order)
     table = _hopper.deal_in_order(costs, programs)
     return table[: programs + 1] + [order[position] for position in table[programs + 1 :]]
 
@@ -1146,11 +1152,17 @@ class HopperBackward:
         persistent = not causal or head_dim in PERSISTENT_CAUSAL_HEAD_DIMS
         self.grid = (min(self.items, _hopper.usable_multiprocessors(device)) if persistent else self.items,)
         # causal persistent programs: their items (a device copy made by the first call)
-        self.schedule_table = (
-            causal_backward_schedule(self.items, key_tiles, q_tiles, keys_per_item // self.block_m, self.grid[0])
-            if causal and persistent
-            else None
-        )
+        self.schedule_table = None
+        if causal and persistent:  # interleaved where what the items read again fits in L2
+            reread = batch * heads * n * head_dim * REREAD_BYTES
+            self.schedule_table = causal_backward_schedule(
+                self.items,
+                key_tiles,
+                q_tiles,
+                keys_per_item // self.block_m,
+                self.grid[0],
+                interleaved=reread <= _hopper.l2_cache_bytes(device),
+            )
         self.schedule_device = None
         self.group_sum = CompiledLaunch(
             _group_sum_kernel,

@@ -119,6 +119,16 @@ def _multiprocessors(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+@functools.cache
+def _l2_cache_bytes(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).L2_cache_size
+
+
+def l2_cache_bytes(device: torch.device) -> int:
+    """The device's L2 cache, in bytes (50 MiB on an H100 SXM)."""
+    return _l2_cache_bytes(torch.cuda.current_device() if device.index is None else device.index)
+
+
 def usable_multiprocessors(device: torch.device) -> int:
     """The device's multiprocessors, or the share of them an MPS client is limited to
     (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``): the persistent kernels' grid."""
