@@ -1078,6 +1078,10 @@ PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
 # Bytes per element of a (batch, query head)'s data that every key tile's item reads again: Q and dO (2 bytes each)
 # and the fp32 dQ workspace (4). K and V are read once per item, dK and dV written once.
 REREAD_BYTES = 8
+# The share of L2 those may take for the causal items to be dealt interleaved (causal_backward_schedule): on an
+# H100 (50 MiB) interleaving took 0.88-0.97x the time with 16-40 MiB of them, 1.04-1.06x with 48 MiB and more
+# (benchmarks/NOTES.md, v117).
+INTERLEAVED_L2_SHARE = 0.75
 
 
 def causal_backward_schedule(
@@ -1087,8 +1091,7 @@ def causal_backward_schedule(
     table of item numbers, numbered as :func:`_item` reads them). Items are dealt in an order in which each waits
     only on earlier ones: by (batch, head), key tile descending; or ``interleaved``, key tile descending with all
     (batch, head) pairs' items of one key tile together. Interleaved, the last pairs' longest walks no longer
-    trail the launch (0.88-0.96x the time at seven shapes whose re-read data fit in L2, 1.15-1.22x at three that
-    do not; benchmarks/NOTES.md, v117). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one
+    trail the launch, but the pairs' re-read data must share L2 (:data:`INTERLEAVED_L2_SHARE`). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one
     more for its K and V load and its dK and dV store."""
     units = items // key_tiles  # (batch, head) pairs, key_tiles items each; band 0 is the last key tile
     if interleaved:
@@ -1161,7 +1164,7 @@ class HopperBackward:
                 q_tiles,
                 keys_per_item // self.block_m,
                 self.grid[0],
-                interleaved=reread <= _hopper.l2_cache_bytes(device),
+                interleaved=reread <= INTERLEAVED_L2_SHARE * _hopper.l2_cache_bytes(device),
             )
         self.schedule_device = None
         self.group_sum = CompiledLaunch(
