@@ -827,7 +827,9 @@ def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopp
     assert max(work) <= 1.08 * sum(work) / len(work)
 
 
-@pytest.mark.parametrize("q_shape, larger", [((1, 16, 2048, 64), (3, 16, 2048, 64)), ((2, 8, 4096, 64), (3, 8, 4096, 64))])
+@pytest.mark.parametrize(
+    "q_shape, larger", [((1, 16, 2048, 64), (3, 16, 2048, 64)), ((2, 8, 4096, 64), (3, 8, 4096, 64))]
+)
 def test_causal_hopper_backward_interleaves_heads_whose_reread_data_fit_in_l2(on_a_hopper_gpu, q_shape, larger):
     from flashattn2._gluon_backward import HopperBackward, causal_backward_schedule
 

@@ -1091,8 +1091,8 @@ def causal_backward_schedule(
     table of item numbers, numbered as :func:`_item` reads them). Items are dealt in an order in which each waits
     only on earlier ones: by (batch, head), key tile descending; or ``interleaved``, key tile descending with all
     (batch, head) pairs' items of one key tile together. Interleaved, the last pairs' longest walks no longer
-    trail the launch, but the pairs' re-read data must share L2 (:data:`INTERLEAVED_L2_SHARE`). Key tile ``n`` visits ``q_tiles - ratio * n`` query tiles, and costs one
-    more for its K and V load and its dK and dV store."""
+    trail the launch, but the pairs' re-read data must share L2 (:data:`INTERLEAVED_L2_SHARE`). Key tile ``n``
+    visits ``q_tiles - ratio * n`` query tiles, and costs one more for its K and V load and its dK and dV store."""
     units = items // key_tiles  # (batch, head) pairs, key_tiles items each; band 0 is the last key tile
     if interleaved:
         order = [unit * key_tiles + band for band in range(key_tiles) for unit in range(units)]
