@@ -855,6 +855,30 @@ def test_causal_hopper_backward_interleaves_heads_whose_reread_data_fit_in_l2(on
     _dealt_lists(larger_plan.schedule_table, larger_plan.items, 132)
 
 
+def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_keys_fit_in_l2(on_a_hopper_gpu):
+    from flashattn2._gluon_forward import CAUSAL_HEAD_GROUP, HopperForward, causal_schedule
+
+    def forward(q_shape, kv_heads):
+        device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors and 50 MiB of L2
+        k_shape = (q_shape[0], kv_heads, *q_shape[2:])
+        return HopperForward(q_shape, k_shape, torch.bfloat16, device, True, 0.1)
+
+    # K and V of 8 or 16 MiB, within a third of L2: one group of every pair, so the launch order runs every pair's
+    # heaviest query tile first; 24 MiB (and 32 with grouped-query heads): groups of CAUSAL_HEAD_GROUP pairs
+    assert forward((1, 16, 2048, 64), 16).head_group == 16
+    assert forward((2, 16, 1024, 128), 16).head_group == 32
+    assert forward((1, 32, 4096, 64), 8).head_group == 32
+    assert forward((3, 16, 2048, 64), 16).head_group == CAUSAL_HEAD_GROUP
+    assert forward((8, 16, 2048, 64), 8).head_group == CAUSAL_HEAD_GROUP
+    small = forward((1, 16, 2048, 64), 16)
+    tiles = 2048 // 128
+
+    def busiest(table):  # item i of one group of 16 pairs visits tiles - i // 16 key tiles, plus one
+        return max(sum(tiles - i // 16 + 1 for i in mine) for mine in _dealt_lists(table, small.items, 132))
+
+    assert busiest(small.schedule_table) < busiest(causal_schedule(small.items, tiles, 132, CAUSAL_HEAD_GROUP))
+
+
 def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monkeypatch):
     from flashattn2._gluon_forward import HopperForward
 

@@ -64,6 +64,11 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 # heaviest programs near the end of the launch, many at a time keep more K and V in flight than L2 holds.
 # 4 was the fastest of 1, 4, 8, 16 and 32 at head dim 128 (benchmarks/NOTES.md, v46).
 CAUSAL_HEAD_GROUP = 4
+# Persistent programs take every pair in one group where all pairs' K and V (what each item reads again) take at
+# most this share of L2: heaviest first over the whole launch balances few items better. On an H100 (50 MiB) that
+# took 0.79-0.99x the forward's time with 16 MiB of K and V or less (five shapes, 1.01x at one whose longest item
+# sets the pace), 1.00-1.35x with 32 MiB and more (benchmarks/NOTES.md, v118).
+ALL_PAIRS_L2_SHARE = 1 / 3
 # Up to this head dim programs are persistent, causal ones with their items assigned on the host
 # (causal_schedule). Against one program per item on an H100 (benchmarks/NOTES.md, v89, v93, v94): non-causal
 # 0.97-0.98x the time at head dims 64 and 128 from 4096 keys, 0.90x at (8, 16, 1024, 128); causal 0.95-0.98x at
@@ -566,18 +571,18 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
     return n >= MIN_SEQ_LEN[(head_dim, causal)]
 
 
-def causal_schedule(items: int, q_tiles: int, programs: int) -> list[int]:
+def causal_schedule(items: int, q_tiles: int, programs: int, head_group: int) -> list[int]:
     """The causal work items of persistent programs, as their kernel reads them (:func:`_hopper.deal_in_order`'s
     table of item numbers in the launch order of :func:`_launch_order_item`, heaviest first in groups of
-    CAUSAL_HEAD_GROUP pairs). Each item costs its key tiles and one more for its fill and drain; on 132 programs
+    ``head_group`` pairs). Each item costs its key tiles and one more for its fill and drain; on 132 programs
     the busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at (8, 16, 2048). A program's
     items follow the launch order, so programs running at the same time share K and V in L2."""
     pairs = items // q_tiles
 
     def cost(idx: int) -> int:
         # the query tile of item idx, as _launch_order_item computes it; it visits query_tile + 1 key tiles
-        first = idx // (CAUSAL_HEAD_GROUP * q_tiles) * CAUSAL_HEAD_GROUP
-        query_tile = q_tiles - 1 - (idx - first * q_tiles) // min(pairs - first, CAUSAL_HEAD_GROUP)
+        first = idx // (head_group * q_tiles) * head_group
+        query_tile = q_tiles - 1 - (idx - first * q_tiles) // min(pairs - first, head_group)
         return query_tile + 2
 
     return _hopper.deal_in_order(map(cost, range(items)), programs)
@@ -602,14 +607,17 @@ class HopperForward:
         else:
             self.grid = (self.items,)
         # causal persistent programs: their items (a device copy made by the first call)
-        self.schedule_table = (
-            causal_schedule(self.items, q_tiles, self.grid[0]) if persistent(head_dim) and causal else None
-        )
+        self.head_group, self.schedule_table = CAUSAL_HEAD_GROUP, None
+        if persistent(head_dim) and causal:
+            kv_bytes = batch * k_shape[1] * n * head_dim * 4  # K and V, 2 bytes an element
+            if kv_bytes <= ALL_PAIRS_L2_SHARE * _hopper.l2_cache_bytes(device):
+                self.head_group = batch * heads
+            self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group)
         self.schedule_device = None
         self.kernel = CompiledLaunch(
             _hopper_forward_kernel,
             (*self.grid, 1, 1),
-            (self.items, heads, heads // k_shape[1], n, CAUSAL_HEAD_GROUP, softmax_scale * LOG2_E),
+            (self.items, heads, heads // k_shape[1], n, self.head_group, softmax_scale * LOG2_E),
             {"CAUSAL": causal, "NEGATIVE_SCALE": softmax_scale < 0, "HEAD_DIM": head_dim, "BLOCK_N": block_n},
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(2 * BLOCK_M.value, block_n, NUM_WARPS.value, 1),
