@@ -10,7 +10,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 from matrix import time_ms
 
-import flashattn2._gluon_forward as gf
+import flashattn2._hopper as hopper
 import flashattn2._triton_forward as forward
 
 WAYS = {"four": 0, "all": 1 << 40}  # the L2 size the plan sees
