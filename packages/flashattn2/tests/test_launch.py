@@ -863,12 +863,13 @@ def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_k
         k_shape = (q_shape[0], kv_heads, *q_shape[2:])
         return HopperForward(q_shape, k_shape, torch.bfloat16, device, True, 0.1)
 
-    # K and V of 8 or 16 MiB, within a third of L2: one group of every pair, so the launch order runs every pair's
-    # heaviest query tile first; 24 MiB (and 32 with grouped-query heads): groups of CAUSAL_HEAD_GROUP pairs
+    # K and V of 8 to 24 MiB, within half of L2: one group of every pair, so the launch order runs every pair's
+    # heaviest query tile first; 32 MiB: groups of CAUSAL_HEAD_GROUP pairs
     assert forward((1, 16, 2048, 64), 16).head_group == 16
     assert forward((2, 16, 1024, 128), 16).head_group == 32
-    assert forward((1, 32, 4096, 64), 8).head_group == 32
-    assert forward((3, 16, 2048, 64), 16).head_group == CAUSAL_HEAD_GROUP
+    assert forward((1, 32, 4096, 64), 8).head_group == 32  # grouped-query heads: 8 MiB of K and V
+    assert forward((3, 16, 2048, 64), 16).head_group == 48
+    assert forward((4, 16, 2048, 64), 16).head_group == CAUSAL_HEAD_GROUP
     assert forward((8, 16, 2048, 64), 8).head_group == CAUSAL_HEAD_GROUP
     small = forward((1, 16, 2048, 64), 16)
     tiles = 2048 // 128

@@ -66,9 +66,9 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 CAUSAL_HEAD_GROUP = 4
 # Persistent programs take every pair in one group where all pairs' K and V (what each item reads again) take at
 # most this share of L2: heaviest first over the whole launch balances few items better. On an H100 (50 MiB) that
-# took 0.79-0.99x the forward's time with 16 MiB of K and V or less (five shapes, 1.01x at one whose longest item
-# sets the pace), 1.00-1.35x with 32 MiB and more (benchmarks/NOTES.md, v118).
-ALL_PAIRS_L2_SHARE = 1 / 3
+# took 0.79-1.02x the forward's time at eleven shapes with 8-24 MiB of K and V, 1.00-1.35x at seven with 32 MiB
+# and more (benchmarks/NOTES.md, v118).
+ALL_PAIRS_L2_SHARE = 1 / 2
 # Up to this head dim programs are persistent, causal ones with their items assigned on the host
 # (causal_schedule). Against one program per item on an H100 (benchmarks/NOTES.md, v89, v93, v94): non-causal
 # 0.97-0.98x the time at head dims 64 and 128 from 4096 keys, 0.90x at (8, 16, 1024, 128); causal 0.95-0.98x at
