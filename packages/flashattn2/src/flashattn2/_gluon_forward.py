@@ -20,7 +20,8 @@ Nothing keeps the two warpgroups in step (they meet only on the ring's slots), s
 one's softmax runs while the other's products use the tensor cores: the effect of
 FlashAttention-3's ping-pong scheduling (Shah et al. 2024, arXiv:2407.08608) without
 its ordering barriers. Causal items run the query tiles that see the most keys
-first, over a few (batch, head) pairs at a time. Where it runs:
+first, over a few (batch, head) pairs at a time, or over all of them where
+their K and V fit in half of L2. Where it runs:
 :func:`hopper_forward_applies`.
 """
 
