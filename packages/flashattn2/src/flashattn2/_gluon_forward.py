@@ -67,7 +67,7 @@ OVERLAP_HEAD_DIM = gl.constexpr(128)
 CAUSAL_HEAD_GROUP = 4
 # Persistent programs take every pair in one group where all pairs' K and V (what each item reads again) take at
 # most this share of L2: heaviest first over the whole launch balances few items better. On an H100 (50 MiB) that
-# took 0.79-1.02x the forward's time at eleven shapes with 8-24 MiB of K and V, 1.00-1.35x at seven with 32 MiB
+# took 0.79-1.02x the forward's time at eleven shapes with 8-24 MiB of K and V, 1.00-1.35x at nine with 32 MiB
 # and more (benchmarks/NOTES.md, v118).
 ALL_PAIRS_L2_SHARE = 1 / 2
 # Up to this head dim programs are persistent, causal ones with their items assigned on the host
