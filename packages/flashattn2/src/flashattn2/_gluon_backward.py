@@ -1164,7 +1164,7 @@ class HopperBackward:
                 q_tiles,
                 keys_per_item // self.block_m,
                 self.grid[0],
-                interleaved=reread <= INTERLEAVED_L2_SHARE * _hopper.l2_cache_bytes(device),
+                interleaved=_hopper.fits_in_l2(reread, INTERLEAVED_L2_SHARE, device),
             )
         self.schedule_device = None
         self.group_sum = CompiledLaunch(

@@ -611,7 +611,7 @@ class HopperForward:
         self.head_group, self.schedule_table = CAUSAL_HEAD_GROUP, None
         if persistent(head_dim) and causal:
             kv_bytes = batch * k_shape[1] * n * head_dim * 4  # K and V, 2 bytes an element
-            if kv_bytes <= ALL_PAIRS_L2_SHARE * _hopper.l2_cache_bytes(device):
+            if _hopper.fits_in_l2(kv_bytes, ALL_PAIRS_L2_SHARE, device):
                 self.head_group = batch * heads
             self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group)
         self.schedule_device = None

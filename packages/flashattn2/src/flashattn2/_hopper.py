@@ -129,6 +129,12 @@ def l2_cache_bytes(device: torch.device) -> int:
     return _l2_cache_bytes(torch.cuda.current_device() if device.index is None else device.index)
 
 
+def fits_in_l2(nbytes: int, share: float, device: torch.device) -> bool:
+    """Whether ``nbytes`` take at most ``share`` of the device's L2 cache: the schedules of the persistent causal
+    kernels order their items across all (batch, head) pairs only where what those read again stays there."""
+    return nbytes <= share * l2_cache_bytes(device)
+
+
 def usable_multiprocessors(device: torch.device) -> int:
     """The device's multiprocessors, or the share of them an MPS client is limited to
     (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``): the persistent kernels' grid."""
