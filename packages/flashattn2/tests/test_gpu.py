@@ -199,18 +199,19 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
         (64, False, 2100, ("backward", "forward")),
         (64, True, 2100, ("backward", "forward")),
         (128, False, 2100, ("backward", "forward")),
-        (128, True, 2100, ("forward",)),  # the causal backward at head dim 128: one item per program
+        (128, True, 2100, ("backward", "forward")),  # the causal backward at 128 and 256: dealt interleaved
         (256, False, 1000, ("backward",)),  # the forward at head dim 256: one item per program
+        (256, True, 2100, ("backward",)),
     ],
 )
 def test_persistent_hopper_kernels_take_several_items_per_program(
     hopper_at_small_shapes, monkeypatch, head_dim, causal, n, persistent
 ):
     # The persistent programs take their work items in turn: the backward's a key tile of a k/v head (non-causal)
-    # or of a query head (causal at head dim 64), the forward's a query tile of a head; causal ones are dealt on
-    # the host. As an MPS client with 15% of an H100 (19 of 132 multiprocessors), the 64 to 136 items of a ragged
-    # length with grouped-query heads fall to 19 programs (a non-causal walk needs its key tiles at once: at head
-    # dim 256, with 64 keys each, the length is shorter).
+    # or of a query head (causal), the forward's a query tile of a head; causal ones are dealt on the host. As an
+    # MPS client with 15% of an H100 (19 of 132 multiprocessors), the 64 to 264 items of a ragged length with
+    # grouped-query heads fall to 19 programs (a non-causal walk needs its key tiles at once: at head dim 256, with
+    # 64 keys each, the length is shorter).
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "15")
     q, k, v = _inputs((2, 4, n, head_dim), (2, 2, n, head_dim), torch.bfloat16)
     scale = check_attention_inputs(q, k, v)
@@ -265,6 +266,7 @@ def test_views_of_a_packed_qkv_tensor():
         pytest.param((1, 8, 32768, 64), (1, 8, 32768, 64), True, "hopper", marks=hopper_only),
         pytest.param((2, 16, 8192, 64), (2, 16, 8192, 64), False, "hopper", marks=hopper_only),
         pytest.param((2, 16, 4096, 128), (2, 4, 4096, 128), True, "hopper", marks=hopper_only),
+        pytest.param((1, 16, 2100, 128), (1, 4, 2100, 128), True, "hopper", marks=hopper_only),
         pytest.param((2, 16, 4096, 128), (2, 16, 4096, 128), False, "hopper", marks=hopper_only),
     ],
     ids=[
@@ -274,6 +276,7 @@ def test_views_of_a_packed_qkv_tensor():
         "hopper-causal-32k",
         "hopper-full",
         "hopper-d128-causal",
+        "hopper-d128-causal-interleaved",
         "hopper-d128-full",
     ],
 )

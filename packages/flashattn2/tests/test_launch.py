@@ -855,6 +855,40 @@ def test_causal_hopper_backward_interleaves_heads_whose_reread_data_fit_in_l2(on
     _dealt_lists(larger_plan.schedule_table, larger_plan.items, 132)
 
 
+@pytest.mark.parametrize(
+    "q_shape, dealt",
+    [
+        ((1, 16, 2048, 128), "interleaved"),  # 32 MiB re-read, 256 items
+        ((1, 8, 4096, 128), "interleaved"),
+        ((1, 8, 2048, 256), "interleaved"),  # 64-key items: 256
+        ((2, 16, 1024, 128), "one per program"),  # 1024 keys
+        ((1, 8, 2048, 128), "one per program"),  # 128 items, no more than the 132 programs
+        ((2, 16, 2048, 128), "one per program"),  # 64 MiB re-read, more than 3/4 of L2
+        ((1, 8, 2048, 64), "by pair"),  # head dim 64: persistent everywhere, 128 items
+        ((2, 16, 1024, 64), "by pair"),
+    ],
+)
+def test_causal_hopper_backward_programs_are_persistent_where_their_items_are_dealt_interleaved(
+    on_a_hopper_gpu, q_shape, dealt
+):
+    from flashattn2._gluon_backward import HopperBackward, block_n
+
+    strides = contiguous_strides(q_shape)
+    device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors and 50 MiB of L2
+    causal = HopperBackward(q_shape, q_shape, strides, strides, torch.bfloat16, device, True, 0.1)
+    tiles = q_shape[2] // block_n(q_shape[3])
+    assert causal.items == tiles * q_shape[0] * q_shape[1]
+    if dealt == "one per program":
+        assert causal.grid == (causal.items,) and causal.schedule_table is None
+        return
+    assert causal.grid == (min(causal.items, 132),)
+    rank = (lambda i: (i % tiles, i // tiles)) if dealt == "interleaved" else None  # the order they are dealt in
+    programs = _dealt_lists(causal.schedule_table, causal.items, causal.grid[0], dealing_rank=rank)
+    pairs = q_shape[0] * q_shape[1]  # interleaved, the first items dealt are every pair's last key tile
+    firsts = [mine[0] for mine in programs[:pairs]]
+    assert (firsts == [pair * tiles for pair in range(pairs)]) == (dealt == "interleaved")
+
+
 def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_keys_fit_in_l2(on_a_hopper_gpu):
     from flashattn2._gluon_forward import CAUSAL_HEAD_GROUP, HopperForward, causal_schedule
 

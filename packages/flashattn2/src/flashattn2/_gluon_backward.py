@@ -1073,7 +1073,7 @@ THRESHOLDS = {
 }
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
-# at 256 0.98-1.06x (v106).
+# at 256 0.98-1.06x (v106). At 128 and 256 they are persistent only where their items are dealt interleaved.
 PERSISTENT_CAUSAL_HEAD_DIMS = (64,)
 # Bytes per element of a (batch, query head)'s data that every key tile's item reads again: Q and dO (2 bytes each)
 # and the fp32 dQ workspace (4). K and V are read once per item, dK and dV written once.
@@ -1082,6 +1082,10 @@ REREAD_BYTES = 8
 # H100 (50 MiB) interleaving took 0.88-0.97x the time with 16-40 MiB of them, 1.04-1.06x with 48 MiB and more
 # (benchmarks/NOTES.md, v117).
 INTERLEAVED_L2_SHARE = 0.75
+# Interleaved dealing also needs this many keys per sequence and more items than programs. At head dims 128 and 256,
+# where it then applies, persistent programs took 0.88-1.00x the one-item programs' time at twelve shapes of 2048 to
+# 16384 keys; with 1024 keys 1.02-1.31x, and with no more items than programs 1.02x (benchmarks/NOTES.md, v119).
+INTERLEAVED_MIN_KEYS = 2048
 
 
 def causal_backward_schedule(
@@ -1151,20 +1155,23 @@ class HopperBackward:
         # three shapes, NOTES v44; non-causal walks are all equally long, and lost 11% this way).
         self.per_query_head = causal and kv_heads < heads
         self.items = key_tiles * batch * (heads if self.per_query_head else kv_heads)
+        programs = _hopper.usable_multiprocessors(device)
+        # causal items dealt interleaved where what they read again fits in L2 (NOTES v117, v119)
+        reread = batch * heads * n * head_dim * REREAD_BYTES
+        interleaved = (
+            causal
+            and n >= INTERLEAVED_MIN_KEYS
+            and self.items > programs
+            and _hopper.fits_in_l2(reread, INTERLEAVED_L2_SHARE, device)
+        )
         # persistent (NOTES v86, v98): at most one program per multiprocessor, each taking items in turn
-        persistent = not causal or head_dim in PERSISTENT_CAUSAL_HEAD_DIMS
-        self.grid = (min(self.items, _hopper.usable_multiprocessors(device)) if persistent else self.items,)
+        persistent = not causal or head_dim in PERSISTENT_CAUSAL_HEAD_DIMS or interleaved
+        self.grid = (min(self.items, programs) if persistent else self.items,)
         # causal persistent programs: their items (a device copy made by the first call)
         self.schedule_table = None
-        if causal and persistent:  # interleaved where what the items read again fits in L2
-            reread = batch * heads * n * head_dim * REREAD_BYTES
+        if causal and persistent:
             self.schedule_table = causal_backward_schedule(
-                self.items,
-                key_tiles,
-                q_tiles,
-                keys_per_item // self.block_m,
-                self.grid[0],
-                interleaved=_hopper.fits_in_l2(reread, INTERLEAVED_L2_SHARE, device),
+                self.items, key_tiles, q_tiles, keys_per_item // self.block_m, self.grid[0], interleaved
             )
         self.schedule_device = None
         self.group_sum = CompiledLaunch(
