@@ -6,7 +6,8 @@ warpgroup products with explicit waits, TMA, mbarriers and warp specialization.
 A work item is a 128-key tile (64 at head dim 256) of a (batch, k/v head); a
 program takes one (causal at head dims 128 and 256) or several in turn
 (persistent, one program per multiprocessor: non-causal, and causal at head
-dim 64 with each program's items dealt on the host) and runs four partitions:
+dim 64, or at 128 and 256 where the items are dealt interleaved, with each
+program's items dealt on the host) and runs four partitions:
 
 - a loader warp brings an item's K and V once, then Q, dO, L and Delta of each
   query tile (128 rows at head dim 64, 64 at 128 and 256) by TMA into a ring
