@@ -810,6 +810,18 @@ def _dealt_lists(table, items, programs, dealing_rank=None):
     return lists
 
 
+def _interleaved_rank(tiles):
+    """The causal backward's interleaved dealing order of items with ``tiles`` key tiles per (batch, head) pair:
+    by key tile descending (item i is key tile ``tiles - 1 - i % tiles``), every pair's together."""
+    return lambda item: (item % tiles, item // tiles)
+
+
+def _starts_interleaved(lists, tiles, pairs):
+    """Whether the first items dealt (to the first ``pairs`` programs) are every pair's last key tile, the shortest
+    walks, as interleaved dealing deals them."""
+    return [mine[0] for mine in lists[:pairs]] == [pair * tiles for pair in range(pairs)]
+
+
 def test_causal_hopper_backward_programs_at_head_dim_64_are_persistent(on_a_hopper_gpu):
     from flashattn2._gluon_backward import HopperBackward
 
@@ -840,9 +852,8 @@ def test_causal_hopper_backward_interleaves_heads_whose_reread_data_fit_in_l2(on
     causal = HopperBackward(q_shape, q_shape, strides, strides, torch.bfloat16, device, True, 0.1)
     tiles = q_shape[2] // 128
     assert causal.items == tiles * q_shape[0] * q_shape[1]
-    programs = _dealt_lists(causal.schedule_table, causal.items, 132, dealing_rank=lambda i: (i % tiles, i // tiles))
-    pairs = q_shape[0] * q_shape[1]  # the first items dealt: every pair's last key tile, the shortest walks
-    assert [mine[0] for mine in programs[:pairs]] == [pair * tiles for pair in range(pairs)]
+    programs = _dealt_lists(causal.schedule_table, causal.items, 132, dealing_rank=_interleaved_rank(tiles))
+    assert _starts_interleaved(programs, tiles, pairs=q_shape[0] * q_shape[1])
 
     def busiest(lists):  # the most work a program has: item i walks 1 + i % tiles query tiles, plus one
         return max(sum(i % tiles + 2 for i in mine) for mine in lists)
@@ -882,11 +893,9 @@ def test_causal_hopper_backward_programs_are_persistent_where_their_items_are_de
         assert causal.grid == (causal.items,) and causal.schedule_table is None
         return
     assert causal.grid == (min(causal.items, 132),)
-    rank = (lambda i: (i % tiles, i // tiles)) if dealt == "interleaved" else None  # the order they are dealt in
+    rank = _interleaved_rank(tiles) if dealt == "interleaved" else None  # the order they are dealt in
     programs = _dealt_lists(causal.schedule_table, causal.items, causal.grid[0], dealing_rank=rank)
-    pairs = q_shape[0] * q_shape[1]  # interleaved, the first items dealt are every pair's last key tile
-    firsts = [mine[0] for mine in programs[:pairs]]
-    assert (firsts == [pair * tiles for pair in range(pairs)]) == (dealt == "interleaved")
+    assert _starts_interleaved(programs, tiles, pairs=q_shape[0] * q_shape[1]) == (dealt == "interleaved")
 
 
 def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_keys_fit_in_l2(on_a_hopper_gpu):

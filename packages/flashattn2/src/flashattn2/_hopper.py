@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import torch
 import triton
 
-from flashattn2._inputs import cuda_capability
+from flashattn2._inputs import cuda_capability, device_index
 from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
 
 # The Triton release the kernels were written and measured with.
@@ -126,7 +126,7 @@ def _l2_cache_bytes(device_index: int) -> int:
 
 def l2_cache_bytes(device: torch.device) -> int:
     """The device's L2 cache, in bytes (50 MiB on an H100 SXM)."""
-    return _l2_cache_bytes(torch.cuda.current_device() if device.index is None else device.index)
+    return _l2_cache_bytes(device_index(device))
 
 
 def fits_in_l2(nbytes: int, share: float, device: torch.device) -> bool:
@@ -143,8 +143,7 @@ def usable_multiprocessors(device: torch.device) -> int:
         share = min(float(percentage), 100.0) / 100
     except ValueError:  # not a number: MPS would refuse it; assume the least
         share = 0.0
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return int(_multiprocessors(index) * share)
+    return int(_multiprocessors(device_index(device)) * share)
 
 
 def run_or_give_up(kind: str, launcher, *args) -> bool:

@@ -102,9 +102,14 @@ def check_attention_inputs(
 _capabilities: dict[int, tuple[int, int]] = {}
 
 
+def device_index(device: torch.device) -> int:
+    """The index of a CUDA ``device``: its own, or the current device's where it names none (``"cuda"``)."""
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
 def cuda_capability(device: torch.device) -> tuple[int, int]:
     """``torch.cuda.get_device_capability(device)``, asked once per device (it costs host time on every call)."""
-    index = torch.cuda.current_device() if device.index is None else device.index
+    index = device_index(device)
     capability = _capabilities.get(index)
     if capability is None:
         capability = _capabilities[index] = torch.cuda.get_device_capability(index)
