@@ -624,8 +624,8 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert applies(shape=(4, 16, 4096, 128), causal=False)
     assert applies(shape=(2, 32, 4096, 128), k_shape=(2, 8, 4096, 128))
     assert applies(shape=(8, 16, 2048, 128))  # head dim 128: from 2048 keys
-    assert applies(shape=(32, 16, 1024, 128))  # and from 1024 with 2**29 scores
-    assert not applies(shape=(16, 16, 1024, 128))
+    assert applies(shape=(16, 16, 1024, 128))  # and from 1024 with 2**28 scores
+    assert not applies(shape=(12, 16, 1024, 128))  # 2**27.6 scores
     assert not applies(shape=(256, 16, 512, 128))
     assert not applies(shape=(1, 16, 16384, 96))  # head dims the kernel is not laid out for
     assert applies(shape=(1, 16, 16384, 256))  # head dim 256: 64-key tiles
@@ -639,9 +639,9 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert applies(shape=(16, 16, 2048, 64))  # head dim 64: from 2048 keys too
     assert applies(shape=(1, 16, 2048, 64))  # 2**26 scores
     assert not applies(shape=(1, 8, 2048, 64))  # 2**25 scores: fewer than measured
-    assert applies(shape=(32, 16, 1024, 64))  # shorter sequences from 2**29 scores
-    assert applies(shape=(128, 16, 512, 64))
-    assert not applies(shape=(16, 16, 1024, 64))  # 2**28 scores
+    assert applies(shape=(16, 16, 1024, 64))  # from 1024 keys with 2**28 scores
+    assert not applies(shape=(8, 16, 1024, 64))  # 2**27 scores
+    assert applies(shape=(128, 16, 512, 64))  # from 512 keys with 2**29 scores
     assert not applies(shape=(64, 16, 512, 64))
     assert not applies(shape=(1024, 16, 256, 64))  # 2**30 scores, 256 keys
     assert applies(shape=(16, 16, 512, 64), causal=False)  # non-causal: from 512 keys

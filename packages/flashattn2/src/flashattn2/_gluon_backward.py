@@ -1055,8 +1055,10 @@ def _rows_tile(head_dim: int) -> Tile:
 # v98), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2); it runs where N and the
 # scores reach both numbers of any pair.
 # - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above;
-#   below 2**26 scores the host's time per call decides ((1, 8, 2048, 64) 1.17x). From 512 keys at head dim 64 and
-#   1024 at 128 with 2**29 scores: 0.88-0.96x at seven shapes; with 2**28 0.98-0.99x, with 2**27 1.01-1.12x.
+#   below 2**26 scores the host's time per call decides ((1, 8, 2048, 64) 1.17x). From 1024 keys with 2**28 scores:
+#   0.94-0.95x at five head-dim-128 shapes, 0.88-0.89x at 1280 and 1536 keys, 0.93x at head dim 64 (CUDA-graph
+#   replays, v124; 2**27.6 0.98x, 2**27 1.01-1.12x in eager calls). From 512 keys at head dim 64 with 2**29 scores:
+#   0.88-0.96x.
 # - Non-causal (persistent) with 2**26 scores from 512 keys: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200. Below that, by the GPU's time (CUDA-graph replays,
 #   v114; eager calls there read 0.84-1.83x as the host's speed allowed): head dim 64 from 1024 keys with 2**24
@@ -1065,9 +1067,9 @@ def _rows_tile(head_dim: int) -> Tile:
 # - Head dim 256 (64-key items, v106), from 512 keys with 2**24 scores: 0.61-0.66x from 2048 keys causal, 0.70-0.72x
 #   non-causal; 0.74-0.85x from 512 to 1024 keys (2**24 to 2**27 scores); fewer scores were not measured.
 THRESHOLDS = {
-    (64, True): ((2048, 2**26), (512, 2**29)),
+    (64, True): ((2048, 2**26), (1024, 2**28), (512, 2**29)),
     (64, False): ((1024, 2**24), (512, 2**25)),
-    (128, True): ((2048, 2**26), (1024, 2**29)),
+    (128, True): ((2048, 2**26), (1024, 2**28)),
     (128, False): ((512, 2**24),),
     (256, True): ((512, 2**24),),
     (256, False): ((512, 2**24),),
