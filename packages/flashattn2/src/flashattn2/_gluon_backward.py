@@ -1057,8 +1057,8 @@ def _rows_tile(head_dim: int) -> Tile:
 # - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above;
 #   below 2**26 scores the host's time per call decides ((1, 8, 2048, 64) 1.17x). From 1024 keys with 2**28 scores:
 #   0.94-0.95x at five head-dim-128 shapes, 0.88-0.89x at 1280 and 1536 keys, 0.93x at head dim 64 (CUDA-graph
-#   replays, v124; 2**27.6 0.98x, 2**27 1.01-1.12x in eager calls). From 512 keys at head dim 64 with 2**29 scores:
-#   0.88-0.96x.
+#   replays, v124; 0.98x with 2**27.6 scores, and 1.01-1.12x with 2**27 in eager calls, v96). From 512 keys at head
+#   dim 64 with 2**29 scores: 0.88-0.96x.
 # - Non-causal (persistent) with 2**26 scores from 512 keys: 0.78-0.92x at twelve shapes of 512 to 2048 keys from
 #   (16, 16, 512) and (4, 16, 1024) up, on an H100 and an H200. Below that, by the GPU's time (CUDA-graph replays,
 #   v114; eager calls there read 0.84-1.83x as the host's speed allowed): head dim 64 from 1024 keys with 2**24
