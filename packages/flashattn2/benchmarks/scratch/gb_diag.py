@@ -86,6 +86,7 @@ SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup pro
 DQ_COLS = gl.constexpr(64)  # columns of a dQ piece: all of 64, half of 128, a quarter of 256
 SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: dK and dV are written in such blocks
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
+LONGEST_FIRST = False  # diagnostics: causal items dealt longest first (valid only with DIAG 1)
 DIAG = gl.constexpr(0)  # diagnostics: 0 the kernel, 1 dQ adds without the wait for their turn, 2 no dQ adds
 
 
@@ -1104,6 +1105,11 @@ def causal_backward_schedule(
     trail the launch, but the pairs' re-read data must share L2 (:data:`INTERLEAVED_L2_SHARE`). Key tile ``n``
     visits ``q_tiles - ratio * n`` query tiles, and costs one more for its K and V load and its dK and dV store."""
     units = items // key_tiles  # (batch, head) pairs, key_tiles items each; band 0 is the last key tile
+    if LONGEST_FIRST:  # diagnostics (with DIAG 1 only: nothing waits): longest processing time first
+        order = sorted(range(items), key=lambda item: -(item % key_tiles))
+        costs = [q_tiles - ratio * (key_tiles - 1 - item % key_tiles) + 1 for item in order]
+        table = _hopper.deal_in_order(costs, programs)
+        return table[: programs + 1] + [order[position] for position in table[programs + 1 :]]
     if interleaved:
         order = [unit * key_tiles + band for band in range(key_tiles) for unit in range(units)]
     else:
