@@ -8,11 +8,10 @@ Usage (Hopper GPU, Triton 3.6, repository root)::
 For each (B, H, N, D) shape and mask (bf16), milliseconds of ``triton_forward`` or
 ``triton_backward`` (``triton.testing.do_bench`` median) with the Hopper kernel and
 with the Triton kernels, in alternating rounds; the ratio is the median of the
-rounds' ratios (< 1: the Hopper kernel is faster). The forward's ``MIN_SEQ_LEN``
-(``_gluon_forward``) and the backward's ``THRESHOLDS`` (``_gluon_backward``) are
-chosen from this table. ``--graph`` times replays of CUDA graphs instead (the GPU's
-time alone, without the host's time per call); ``--shapes`` replaces the built-in
-list.
+rounds' ratios (< 1: the Hopper kernel is faster). Both kernels' ``THRESHOLDS``
+(``_gluon_forward``, ``_gluon_backward``) are chosen from this table. ``--graph``
+times replays of CUDA graphs instead (the GPU's time alone, without the host's
+time per call); ``--shapes`` replaces the built-in list.
 """
 
 from __future__ import annotations

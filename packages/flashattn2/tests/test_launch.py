@@ -729,7 +729,10 @@ def test_hopper_forward_applies_only_where_it_was_measured(on_a_hopper_gpu, monk
     assert applies(causal=False)
     assert applies(shape=(2, 16, 4096, 64))  # head dim 64: causal from 2048 keys, non-causal from 1024
     assert applies(shape=(1, 8, 2048, 64))
-    assert not applies(shape=(32, 16, 1024, 64))
+    assert applies(shape=(16, 16, 1024, 64))  # causal from 512 keys with 2**28 scores
+    assert applies(shape=(64, 16, 512, 64))
+    assert not applies(shape=(8, 16, 1024, 64))  # 2**27 scores
+    assert not applies(shape=(32, 16, 512, 64))
     assert applies(shape=(8, 16, 2048, 64), causal=False)
     assert applies(shape=(8, 16, 1024, 64), causal=False)
     assert not applies(shape=(8, 16, 512, 64), causal=False)

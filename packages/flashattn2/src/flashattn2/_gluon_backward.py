@@ -1053,7 +1053,7 @@ def _rows_tile(head_dim: int) -> Tile:
 
 # Where the kernel is faster than the Triton kernels (benchmarks/hopper_kernels.py, NOTES v35, v39, v40, v51, v96,
 # v98), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2); it runs where N and the
-# scores reach both numbers of any pair.
+# scores reach both numbers of any pair (flashattn2._hopper.reaches).
 # - Head dims 64 and 128, causal from 2048 keys with 2**26 scores: 0.77-0.89x their time at N = 2048 and above;
 #   below 2**26 scores the host's time per call decides ((1, 8, 2048, 64) 1.17x). From 1024 keys with 2**28 scores:
 #   0.94-0.95x at five head-dim-128 shapes, 0.88-0.89x at 1280 and 1536 keys, 0.93x at head dim 64 (CUDA-graph
@@ -1120,9 +1120,8 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
         "backward", q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
-    batch, heads, n, head_dim = q_shape
-    scores = batch * heads * n * n
-    if not any(n >= keys and scores >= least for keys, least in THRESHOLDS[(head_dim, causal)]):
+    n, head_dim = q_shape[2:]
+    if not _hopper.reaches(THRESHOLDS[(head_dim, causal)], q_shape):
         return False
     return causal or triton.cdiv(n, block_n(head_dim)) <= _hopper.usable_multiprocessors(device)
 

@@ -538,38 +538,39 @@ def _hopper_forward_kernel(
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
-# v72, v92, v96), by (head dim, causal): the fewest keys per sequence.
+# v72, v92, v96, v114), by (head dim, causal): pairs (fewest keys per sequence, fewest scores B x H x N^2), as the
+# backward's (flashattn2._hopper.reaches).
 # - Head dim 128, from 512 keys: 0.74-0.85x the Triton kernel's time at (8, 16, 512), (32, 16, 512) and
 #   (8, 16, 1024) causal and full, 0.76-0.79x from 2048 keys up (before v92's direct launch, 1.28x at (8, 16, 512)
 #   full, where the host set the pace).
 # - Head dim 64, causal from 2048 keys: 0.85-0.97x at eight shapes of 2048 keys from (1, 8) to (32, 16) pairs,
-#   0.73-0.98x at twelve from 4096 keys up to (4, 16, 16384); at 1024 keys 0.99-1.07x. (1, 8, 2048), where the
-#   host's time per call decides, read 0.85-0.87x on H100 hosts and 1.78x on a slower H200 host. Non-causal
-#   (persistent) from 1024 keys: 0.93-0.98x at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096);
-#   1.50x at (8, 16, 512).
+#   0.73-0.98x at twelve from 4096 keys up to (4, 16, 16384); (1, 8, 2048), where the host's time per call
+#   decides, read 0.85-0.87x on H100 hosts and 1.78x on a slower H200 host. From 512 keys with 2**28 scores:
+#   0.96-0.98x at three shapes by CUDA-graph replays (v114; with 2**27 0.95-0.96x replayed, but 0.99-1.07x in
+#   eager calls at 1024 keys, v96, where the host's time per call decides). Non-causal (persistent) from 1024 keys:
+#   0.93-0.98x at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096); 1.50x at (8, 16, 512).
 # - Head dim 256: causal from 512 keys, 0.63-0.74x at six shapes from (8, 16, 512) and (1, 16, 1024) up;
 #   non-causal 0.66-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads leave most
 #   multiprocessors idle.
-MIN_SEQ_LEN = {
-    (64, True): 2048,
-    (64, False): 1024,
-    (128, True): 512,
-    (128, False): 512,
-    (256, True): 512,
-    (256, False): 2048,
+THRESHOLDS = {
+    (64, True): ((2048, 0), (512, 2**28)),
+    (64, False): ((1024, 0),),
+    (128, True): ((512, 0),),
+    (128, False): ((512, 0),),
+    (256, True): ((512, 0),),
+    (256, False): ((2048, 0),),
 }
 
 
 def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperForward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
-    ``tma_strides`` those of q, k and v) and at least :data:`MIN_SEQ_LEN` keys per sequence for its
-    (head dim, mask). ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
+    ``tma_strides`` those of q, k and v) and one of its (head dim, mask)'s :data:`THRESHOLDS`.
+    ``FLASHATTN2_HOPPER_FORWARD=0`` turns it off."""
     if not _hopper.enabled("forward") or not _hopper.layout_supported(
         "forward", q_shape, k_shape, tma_strides, dtype, device, aligned
     ):
         return False
-    _, _, n, head_dim = q_shape
-    return n >= MIN_SEQ_LEN[(head_dim, causal)]
+    return _hopper.reaches(THRESHOLDS[(q_shape[3], causal)], q_shape)
 
 
 def causal_schedule(items: int, q_tiles: int, programs: int, head_group: int) -> list[int]:

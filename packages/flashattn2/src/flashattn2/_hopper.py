@@ -60,6 +60,13 @@ def deal_in_order(costs: Iterable[int], programs: int) -> list[int]:
     return offsets + list(itertools.chain.from_iterable(taken))
 
 
+def reaches(thresholds: tuple[tuple[int, int], ...], q_shape) -> bool:
+    """Whether a layout of q shape ``(B, H, N, D)`` reaches one of ``thresholds``' pairs (fewest keys per
+    sequence, fewest scores B x H x N^2): where a Hopper kernel was measured faster than the Triton kernels."""
+    batch, heads, n, _ = q_shape
+    return any(n >= keys and batch * heads * n * n >= scores for keys, scores in thresholds)
+
+
 def schedule_tensor(table: list[int] | None, device: torch.device) -> torch.Tensor:
     """The int32 device copy of a :func:`deal_in_order` table, or of one 0 where the kernel reads none (``None``).
     Launchers make it on their first call: CPU tests build plans for CUDA devices they never touch."""
@@ -69,15 +76,13 @@ def schedule_tensor(table: list[int] | None, device: torch.device) -> torch.Tens
 @contextlib.contextmanager
 def below_thresholds():
     """Within: the kernels run wherever their layout allows, below the measured dispatch thresholds too
-    (the forward's ``MIN_SEQ_LEN``, the backward's ``THRESHOLDS``), for tests and benchmarks at small
-    shapes. Plans built within keep their choice after it; callers clear the plan caches around it."""
+    (both kernels' ``THRESHOLDS``), for tests and benchmarks at small shapes. Plans built within keep their
+    choice after it; callers clear the plan caches around it."""
     from flashattn2 import _gluon_backward, _gluon_forward  # they import this module
 
     lifted = {
-        (_gluon_forward, "MIN_SEQ_LEN"): {(d, causal): 0 for d in HEAD_DIMS["forward"] for causal in (False, True)},
-        (_gluon_backward, "THRESHOLDS"): {
-            (d, causal): ((0, 0),) for d in HEAD_DIMS["backward"] for causal in (False, True)
-        },
+        (module, "THRESHOLDS"): {(d, causal): ((0, 0),) for d in HEAD_DIMS[kind] for causal in (False, True)}
+        for module, kind in ((_gluon_forward, "forward"), (_gluon_backward, "backward"))
     }
     measured = {key: getattr(*key) for key in lifted}
     for (module, name), value in lifted.items():
