@@ -546,9 +546,10 @@ def _hopper_forward_kernel(
 # - Head dim 64, causal from 2048 keys: 0.85-0.97x at eight shapes of 2048 keys from (1, 8) to (32, 16) pairs,
 #   0.73-0.98x at twelve from 4096 keys up to (4, 16, 16384); (1, 8, 2048), where the host's time per call
 #   decides, read 0.85-0.87x on H100 hosts and 1.78x on a slower H200 host. From 512 keys with 2**28 scores:
-#   0.96-0.98x at three shapes by CUDA-graph replays (v114; with 2**27 0.95-0.96x replayed, but 0.99-1.07x in
-#   eager calls at 1024 keys, v96, where the host's time per call decides). Non-causal (persistent) from 1024 keys:
-#   0.93-0.98x at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096); 1.50x at (8, 16, 512).
+#   0.94-0.98x at three shapes by CUDA-graph replays in two runs (v114, v128; with 2**27 0.93-0.96x replayed, but
+#   0.99-1.07x in eager calls at 1024 keys, v96, where the host's time per call decides). Non-causal from 1024 keys:
+#   0.93-0.98x (persistent) at six shapes from (8, 16, 1024) and (32, 12, 512) to (2, 16, 4096); 1.50x at
+#   (8, 16, 512).
 # - Head dim 256: causal from 512 keys, 0.63-0.74x at six shapes from (8, 16, 512) and (1, 16, 1024) up;
 #   non-causal 0.66-0.69x at (4, 16, 2048) and (2, 16, 4096), 1.28x at (1, 3, 1000), where three heads leave most
 #   multiprocessors idle.
