@@ -27,7 +27,7 @@ BLOCK_N = 128
 
 
 class Three:
-    def __init__(self, q, k, v, causal, worker_regs=144):
+    def __init__(self, q, k, v, causal, worker_regs=144, stages=2):
         b, h, n, d = q.shape
         self.out = torch.empty_like(q)
         self.lse = torch.empty(b, h, n, device=q.device, dtype=torch.float32)
@@ -60,12 +60,13 @@ class Three:
             table = _hopper.deal_in_order(map(cost, range(items)), programs)
         self.table = torch.tensor(table, dtype=torch.int32, device=q.device)
         self.args = (items, h, h // k.shape[1], n, self.head_group, d**-0.5 * 1.4426950408889634)
-        self.causal, self.worker_regs = causal, worker_regs
+        self.causal, self.worker_regs, self.stages = causal, worker_regs, stages
 
     def __call__(self):
         gf3d._kernel[self.grid](
             *self.descs, self.lse, self.table, *self.args,
-            CAUSAL=self.causal, HEAD_DIM=64, BLOCK_N=BLOCK_N, WORKER_REGS=self.worker_regs, num_warps=4,
+            CAUSAL=self.causal, HEAD_DIM=64, BLOCK_N=BLOCK_N, WORKER_REGS=self.worker_regs, STAGES=self.stages,
+            num_warps=4,
         )
         return self.out, self.lse
 
@@ -112,8 +113,9 @@ def bench(shape, causal, rounds=5):
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ways = {
         "package": Package(q, k, v, causal),
-        "three144": Three(q, k, v, causal, 144),
-        "three152": Three(q, k, v, causal, 152),
+        "three_s2": Three(q, k, v, causal, 144, 2),
+        "three_s3": Three(q, k, v, causal, 144, 3),
+        "three_s4": Three(q, k, v, causal, 144, 4),
     }
     o_pkg = ways["package"]()[0].clone()
     diffs = {w: (f()[0].float() - o_pkg.float()).abs().max().item() for w, f in ways.items()}
@@ -142,9 +144,7 @@ if __name__ == "__main__":
     for shape, causal in [((2, 3, 1000, 64), True), ((2, 3, 1000, 64), False), ((1, 2, 385, 64), True),
                           ((1, 4, 2048, 64), True), ((3, 2, 576, 64), False)]:
         result["checks"].append(check(shape, causal))
-    for shape, causal in [((1, 16, 16384, 64), True), ((2, 16, 8192, 64), True), ((4, 16, 4096, 64), True),
-                          ((8, 16, 2048, 64), True), ((16, 16, 1024, 64), True), ((1, 16, 16384, 64), False),
-                          ((4, 16, 4096, 64), False)]:
+    for shape, causal in [((1, 16, 16384, 64), True), ((4, 16, 4096, 64), True), ((1, 16, 16384, 64), False)]:
         result["bench"].append(bench(shape, causal))
-    with open(os.path.join(os.environ["OUT"], "v129.json"), "w") as fh:
+    with open(os.path.join(os.environ["OUT"], "v129b.json"), "w") as fh:
         json.dump(result, fh, indent=1)

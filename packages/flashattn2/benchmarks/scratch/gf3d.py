@@ -22,7 +22,6 @@ ITEM_ROWS = gl.constexpr(192)
 DEFAULT_ROWS = gl.constexpr(128)
 WORKER_ROWS = gl.constexpr(64)
 Q_PIECE = gl.constexpr(64)  # rows per TMA load of Q and store of O
-STAGES = gl.constexpr(2)
 LN_2 = gl.constexpr(0.6931471805599453)
 ONES_WIDTH = gl.constexpr(8)
 LOADER_REGS = gl.constexpr(64)
@@ -77,6 +76,7 @@ def _item_at(t, schedule, CAUSAL: gl.constexpr):
 def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
     q_desc, q128_desc, k_desc, v_desc, q_a, q_b, k_smem, v_smem, kv_ready, kv_empty, group, n_ctx = loader_args
     BLOCK_N: gl.constexpr = k_smem.shape[1]
+    NS: gl.constexpr = k_smem.shape[0]  # ring slots
     base = 0
     for t in range(_item_count(schedule, CAUSAL)):
         b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
@@ -90,8 +90,8 @@ def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DI
         tma.async_copy_global_to_shared(q_desc, [b, h, m_tile * ITEM_ROWS + DEFAULT_ROWS, 0], bar, piece)
         n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
         for j in range(n_kv):
-            slot = (base + j) % STAGES
-            phase = (((base + j) // STAGES) & 1) ^ 1
+            slot = (base + j) % NS
+            phase = (((base + j) // NS) & 1) ^ 1
             mbarrier.wait(kv_empty.index(slot), phase)
             ready = kv_ready.index(slot)
             mbarrier.expect(ready, 2 * BLOCK_N * HEAD_DIM * 2)
@@ -109,6 +109,7 @@ def _consume_item(consumer_args, q, q_bar, q_phase, b, h, m_tile, base, CAUSAL: 
                   HEAD_DIM: gl.constexpr, ROWS: gl.constexpr, ROW_OFFSET: gl.constexpr):
     o_desc, lse_ptr, ones_smem, k_smem, v_smem, kv_ready, kv_empty, heads, n_ctx, qk_scale_log2 = consumer_args
     BLOCK_N: gl.constexpr = k_smem.shape[1]
+    NS: gl.constexpr = k_smem.shape[0]  # ring slots
     s_layout: gl.constexpr = _acc_layout(ROWS, BLOCK_N)
     o_layout: gl.constexpr = _acc_layout(ROWS, HEAD_DIM)
     sums_layout: gl.constexpr = _acc_layout(ROWS, ONES_WIDTH)
@@ -129,11 +130,11 @@ def _consume_item(consumer_args, q, q_bar, q_phase, b, h, m_tile, base, CAUSAL: 
     l_i = warpgroup_mma_init(gl.zeros([ROWS, ONES_WIDTH], gl.float32, sums_layout))
     acc = warpgroup_mma_init(gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout))
     for j in range(n_kv):
-        slot = (base + j) % STAGES
+        slot = (base + j) % NS
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         if j > 0:
-            mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
-        mbarrier.wait(kv_ready.index(slot), ((base + j) // STAGES) & 1)
+            mbarrier.arrive(kv_empty.index((base + j - 1) % NS))
+        mbarrier.wait(kv_ready.index(slot), ((base + j) // NS) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         if j >= masked_from:
@@ -157,7 +158,7 @@ def _consume_item(consumer_args, q, q_bar, q_phase, b, h, m_tile, base, CAUSAL: 
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
     acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
     l_row = gl.convert_layout(gl.max(l_i, 1), row_layout)
-    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))
+    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % NS))
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_row), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_row, gl.SliceLayout(1, o_layout))[:, None]
     q.store(o.to(dtype))
@@ -182,7 +183,7 @@ def _consumer(consumer_args, q_smem, q_bar, q_empty, schedule, CAUSAL: gl.conste
 @gluon.jit
 def _kernel(q_desc, q128_desc, k_desc, v_desc, o_desc, o128_desc, lse_ptr, schedule_table, items, heads, group, n_ctx, head_group,
             qk_scale_log2, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-            WORKER_REGS: gl.constexpr = 144):
+            WORKER_REGS: gl.constexpr = 144, STAGES: gl.constexpr = 2):
     q_tiles = gl.cdiv(n_ctx, ITEM_ROWS)
     pid = gl.program_id(0)
     schedule = (pid, gl.num_programs(0), items, heads, q_tiles, head_group, schedule_table)

@@ -6,4 +6,4 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/devi
 if [ "${TESTS:-1}" = 1 ]; then
   OUT=$OUT timeout 300 bash packages/flashattn2/benchmarks/gpu_pass.sh tests 2>&1 | tail -5
 fi
-timeout 400 python packages/flashattn2/benchmarks/scratch/ab_gf3d.py 2>&1 | tee $OUT/v129.log | grep -v "^ " | tail -40
+timeout 400 python packages/flashattn2/benchmarks/scratch/ab_gf3d.py 2>&1 | tee $OUT/v129b.log | grep -v "^ " | tail -40
