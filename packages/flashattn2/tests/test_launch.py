@@ -547,7 +547,7 @@ def on_a_hopper_gpu(monkeypatch):
     monkeypatch.setattr(_hopper, "cuda_capability", lambda device: (9, 0))
     monkeypatch.setattr(_hopper, "TESTED_TRITON", triton.__version__)
     monkeypatch.setattr(_hopper, "_failures", {kind: [] for kind in _hopper.SWITCHES})
-    monkeypatch.setattr(_hopper, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(_hopper, "multiprocessors", lambda device: 132)
     monkeypatch.setattr(_hopper, "l2_cache_bytes", lambda device: 50 * 2**20)
     for switch in _hopper.SWITCHES.values():
         monkeypatch.delenv(switch, raising=False)

@@ -120,18 +120,18 @@ def layout_supported(kind: str, q_shape, k_shape, tma_strides, dtype, device, al
 
 
 @functools.cache
-def _multiprocessors(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+def _device_properties(index: int):
+    return torch.cuda.get_device_properties(index)
 
 
-@functools.cache
-def _l2_cache_bytes(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).L2_cache_size
+def multiprocessors(device: torch.device) -> int:
+    """The device's multiprocessors (132 on an H100 SXM)."""
+    return _device_properties(device_index(device)).multi_processor_count
 
 
 def l2_cache_bytes(device: torch.device) -> int:
     """The device's L2 cache, in bytes (50 MiB on an H100 SXM)."""
-    return _l2_cache_bytes(device_index(device))
+    return _device_properties(device_index(device)).L2_cache_size
 
 
 def fits_in_l2(nbytes: int, share: float, device: torch.device) -> bool:
@@ -148,7 +148,7 @@ def usable_multiprocessors(device: torch.device) -> int:
         share = min(float(percentage), 100.0) / 100
     except ValueError:  # not a number: MPS would refuse it; assume the least
         share = 0.0
-    return int(_multiprocessors(device_index(device)) * share)
+    return int(multiprocessors(device) * share)
 
 
 def run_or_give_up(kind: str, launcher, *args) -> bool:
