@@ -107,14 +107,20 @@ def test_head_dims_that_need_padding_or_small_tiles(dtype, head_dim):
 
 
 @pytest.mark.parametrize(
-    "dtype, head_dim, causal",
-    [(torch.bfloat16, 64, True), (torch.float16, 128, False), (torch.float32, 64, False)],
+    "dtype, head_dim, causal, path",
+    [
+        (torch.bfloat16, 64, True, "one launch"),
+        (torch.float16, 128, False, "one launch"),
+        (torch.float32, 64, False, "two kernels"),
+    ],
     ids=str,
 )
-def test_short_sequences_one_launch_backward_matches_float64_reference(dtype, head_dim, causal):
-    # Short sequences run the backward as one launch: odd lengths, Nq != Nk, grouped-query heads.
+def test_short_sequences_backward_matches_float64_reference(dtype, head_dim, causal, path):
+    # Short fp16 and bf16 sequences run the backward as one launch, fp32 as two kernels: odd lengths,
+    # Nq != Nk, grouped-query heads.
     q, k, v = _inputs((1, 4, 100, head_dim), (1, 2, 77, head_dim), dtype)
     assert ONE_LAUNCH_MAX_SCORES >= 1 * 4 * 100 * 77
+    assert _backward_path(q, k, v, causal) == path
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
 
 
@@ -382,8 +388,10 @@ out.backward(torch.randn_like(out))
 """
     threads = _compile_threads(tmp_path, body, FLASHATTN2_BACKGROUND_COMPILE=background)
     assert threads["_forward_kernel"] == ["MainThread"]
-    [backward_thread] = threads["_one_launch_kernel"]  # compiled once: by a worker, or by the backward's thread
-    assert backward_thread.startswith("flashattn2-compile") == (background == "1")
+    assert "_one_launch_kernel" not in threads  # fp32: two kernels at every length
+    for kernel in ("_dq_kernel", "_dkdv_kernel"):
+        [backward_thread] = threads[kernel]  # compiled once: by a worker, or by the backward's thread
+        assert backward_thread.startswith("flashattn2-compile") == (background == "1")
 
 
 @hopper_only

@@ -19,10 +19,15 @@ from flashattn2.testing import (
 
 @pytest.fixture(params=["one-launch", "two-launches"])
 def backward_launches(request, monkeypatch):
-    """The Triton backward as one launch (what short sequences run) or as its two kernels (the others)."""
+    """The Triton backward as one launch (what short fp16 and bf16 sequences run) or as its two kernels (the
+    others). The one launch is forced in fp32 too: its masking, grouped heads and ragged tiles are checked
+    against the float64 reference at fp32's precision."""
     import flashattn2._triton_backward as backward
 
-    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", 2**62 if request.param == "one-launch" else 0)
+    one_launch = request.param == "one-launch"
+    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", 2**62 if one_launch else 0)
+    if one_launch:
+        monkeypatch.setattr(backward, "ONE_LAUNCH_DTYPES", (*backward.ONE_LAUNCH_DTYPES, torch.float32))
     backward.backward_plan.cache_clear()  # a plan decides at its construction
     yield
     backward.backward_plan.cache_clear()

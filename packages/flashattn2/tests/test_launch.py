@@ -362,10 +362,17 @@ def test_contiguous_strides_match_torch():
 
 @pytest.mark.triton_kernels
 @pytest.mark.parametrize(
-    ("max_scores", "kernels"), [(0, ["_dq_kernel", "_dkdv_kernel"]), (2 * 24 * 24, ["_one_launch_kernel"])]
+    ("dtype", "max_scores", "kernels"),
+    [
+        (torch.bfloat16, 0, ["_dq_kernel", "_dkdv_kernel"]),
+        (torch.bfloat16, 2 * 24 * 24, ["_one_launch_kernel"]),
+        (torch.float32, 2 * 24 * 24, ["_dq_kernel", "_dkdv_kernel"]),
+    ],
+    ids=["bf16-above-bound", "bf16-up-to-bound", "fp32-up-to-bound"],
 )
-def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeypatch, max_scores, kernels):
-    # Above ONE_LAUNCH_MAX_SCORES (batch x heads x queries x keys) the backward is two kernels, up to it one.
+def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeypatch, dtype, max_scores, kernels):
+    # Above ONE_LAUNCH_MAX_SCORES (batch x heads x queries x keys) the backward is two kernels, up to it one in
+    # fp16 and bf16; fp32 is two kernels at every size (its one-launch kernel compiles slowly).
     import flashattn2._triton_backward as backward
     from flashattn2._triton_backward import backward_plan, triton_backward
     from flashattn2._triton_forward import triton_forward
@@ -382,7 +389,7 @@ def test_the_first_backward_launches_each_kernel_once_without_autotuning(monkeyp
     monkeypatch.setattr(CompiledLaunch, "__call__", counting_call)
     monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
     backward_plan.cache_clear()  # a plan made by another test would skip its first call here
-    q, k, v, grad_out = (torch.randn(1, 2, 24, 16) for _ in range(4))
+    q, k, v, grad_out = (torch.randn(1, 2, 24, 16, dtype=dtype) for _ in range(4))
     out, lse = triton_forward(q, k, v, True, 0.25)
     launched.clear()
     triton_backward(grad_out, q, k, v, out, lse, True, 0.25)
@@ -490,7 +497,7 @@ def test_a_forward_that_needs_gradients_compiles_its_backward_early(monkeypatch,
     forward_plan.cache_clear()
     backward_plan.cache_clear()  # plans made by other tests would skip their first calls here
     try:
-        q, k, v = (torch.randn(1, 2, 24, 16) for _ in range(3))
+        q, k, v = (torch.randn(1, 2, 24, 16, dtype=torch.bfloat16) for _ in range(3))
         FlashAttention2Triton.apply(q, k, v, True)  # no input requires grad: no backward to prepare
         assert not early
         # copies that require grad, through the forward and backward, against float64

@@ -16,9 +16,10 @@ logsumexp ``L`` (``P_ij = exp(scale * q_i . k_j - L_i)``), the gradients are
    tiles (and, with grouped-query attention, over every query head that shares
    this k/v head), accumulating dK and dV in registers.
 
-Short sequences (``ONE_LAUNCH_MAX_SCORES``), where launches cost more host time
-than the kernels take on the GPU, run both as ``_one_launch_kernel``: the two
-kernels' programs in one grid, the dK/dV programs computing Delta themselves.
+Short sequences in fp16 and bf16 (``ONE_LAUNCH_MAX_SCORES``), where launches
+cost more host time than the kernels take on the GPU, run both as
+``_one_launch_kernel``: the two kernels' programs in one grid, the dK/dV
+programs computing Delta themselves.
 
 Each output element is written by exactly one program and summed in a fixed
 order: there are no atomics, so identical inputs give bitwise-identical
@@ -708,6 +709,11 @@ one_launch_tiles = TileChooser()
 # forward+backward at every shape measured up to 16.8M scores at head dim 64 and 4.2M at 128
 # (BENCHMARKS.md); the bound is the largest measured at both.
 ONE_LAUNCH_MAX_SCORES = 4 * 1024 * 1024
+# The dtypes whose short sequences run as one launch. fp32 runs the two kernels at every length: its one-launch
+# kernel (three tf32 products per tile product) took 9.1 s to compile for sm_90 on 2 CPU cores, against 2.4 and
+# 4.4 s for the dQ and dK/dV kernels, which a first call compiles side by side while the forward runs
+# (benchmarks/NOTES.md, v133). A new layout's first call matters more there than one launch's host time.
+ONE_LAUNCH_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class BackwardPlan:
@@ -770,7 +776,7 @@ class BackwardPlan:
         self.n_q, self.n_k = n_q, n_k
         self.query_heads, self.kv_heads = batch * heads, batch * kv_heads  # (batch, head) pairs
         self.tile_key = TileKey(head_dim, dtype, causal, device, seq_len_bucket(max(n_q, n_k)))
-        self.one_launch = batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
+        self.one_launch = dtype in ONE_LAUNCH_DTYPES and batch * heads * n_q * n_k <= ONE_LAUNCH_MAX_SCORES
         self.launch_dq = self.launch_dkdv = self.launch_one = None
         tma_strides = (q_stride, k_stride, v_stride, grad_stride)
         self.hopper = None  # the Gluon kernel where it applies
