@@ -109,6 +109,16 @@ def _forward_tile(
 
 
 @triton.jit
+def _causal_launch_order(pid, pairs, q_tiles, head_group):
+    """Program ``pid`` of a causal launch as ((batch, head) pair, query tile): the query tiles with the most keys
+    first, ``head_group`` pairs at a time, so that the launch ends on the lightest ones."""
+    first = pid // (head_group * q_tiles) * head_group
+    size = tl.minimum(pairs - first, head_group)
+    rest = pid - first * q_tiles
+    return first + rest % size, q_tiles - 1 - rest // size
+
+
+@triton.jit
 def _forward_kernel(
     Q,
     K,
@@ -139,6 +149,7 @@ def _forward_kernel(
     KV_GROUP,
     N_Q,
     N_K,
+    HEAD_GROUP,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -148,9 +159,11 @@ def _forward_kernel(
     BLOCK_N: tl.constexpr,
 ):
     num_m = tl.cdiv(N_Q, BLOCK_M)
-    # Causal: the last query tiles see the most keys; start them first.
-    pid_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    if CAUSAL:  # a 1-D grid: the last query tiles see the most keys; start them first
+        pid_bh, pid_m = _causal_launch_order(tl.program_id(0), tl.num_programs(0) // num_m, num_m, HEAD_GROUP)
+    else:
+        pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
     h_kv = h // KV_GROUP  # grouped-query attention: KV_GROUP query heads share one k/v head
@@ -237,6 +250,8 @@ def _forward_kernel(
 
 
 forward_tiles = TileChooser()
+CAUSAL_HEAD_GROUP = 1
+ALL_PAIRS_L2_SHARE = 0.0
 
 
 class ForwardPlan:
@@ -276,6 +291,7 @@ class ForwardPlan:
             heads // max(kv_heads, 1),
             n_q,
             n_k,
+            self.causal_head_group(batch * heads, batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize, device),
         )
         self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
         self.empty = 0 in q_shape  # no output element: nothing to launch
@@ -287,10 +303,18 @@ class ForwardPlan:
         if hopper and hopper.hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
             self.hopper = hopper.HopperForward(q_shape, k_shape, dtype, device, causal, softmax_scale)
 
+    @staticmethod
+    def causal_head_group(pairs: int, kv_bytes: int, device: torch.device) -> int:
+        """How many (batch, head) pairs a causal launch interleaves (``kv_bytes``: all pairs' K and V)."""
+        if device.type == "cuda" and _hopper.fits_in_l2(kv_bytes, ALL_PAIRS_L2_SHARE, device):
+            return pairs
+        return CAUSAL_HEAD_GROUP
+
     def compiled_launch(self, tile) -> CompiledLaunch:
+        q_tiles = triton.cdiv(self.n_q, tile.block_m)
         return CompiledLaunch(
             _forward_kernel,
-            (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1),
+            (q_tiles * self.query_heads, 1, 1) if self.causal else (q_tiles, self.query_heads, 1),
             self.scalars,
             dict(
                 HEAD_DIM=self.head_dim,
