@@ -48,6 +48,7 @@ import torch
 import triton
 
 from flashattn2._configs import Tile, TileKey, autotuning, candidate_tiles, default_tile
+from flashattn2._hopper import fits_in_l2
 from flashattn2._triton_common import KERNELS_INTERPRETED, contiguous_strides
 
 # Layouts whose plans are kept (least recently used dropped first). A plan is a
@@ -278,6 +279,15 @@ class CompiledLaunch:
         if expand is not None:
             tensors = expand(tensors)
         launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
+
+
+def causal_head_group(pairs: int, reread_bytes: int, share: float, device: torch.device) -> int:
+    """How many (batch, head) pairs a causal launch of a Triton kernel interleaves
+    (:func:`flashattn2._triton_common.heaviest_first`): all ``pairs`` where what their programs read again
+    (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2 cache, else one."""
+    if device.type == "cuda" and fits_in_l2(reread_bytes, share, device):
+        return max(pairs, 1)
+    return 1
 
 
 class TileChooser:

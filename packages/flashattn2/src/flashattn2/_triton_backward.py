@@ -56,6 +56,7 @@ from flashattn2._launch import (
     alignments,
     allocator,
     background_compiles_enabled,
+    causal_head_group,
     on_its_device,
 )
 from flashattn2._triton_common import (
@@ -66,6 +67,7 @@ from flashattn2._triton_common import (
     contiguous_strides,
     dot_mode,
     head_dim_block,
+    heaviest_first,
     key_ranges,
     load_tile,
     needs_contiguous_copy,
@@ -181,6 +183,7 @@ def _dkdv_kernel(
     N_K,
     program_x,
     program_y,
+    HEAD_GROUP,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -192,11 +195,17 @@ def _dkdv_kernel(
     """One program: dK, dV of one key tile of one (batch, k/v head). LSE and DELTA are contiguous (B, H, Nq).
 
     ``(program_x, program_y)``: the program's (key tile, (batch, k/v head)) coordinates;
-    ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them. With
+    ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them (causal: a 1-D grid in
+    :func:`heaviest_first` order over ``HEAD_GROUP`` pairs, the first key tiles being the heaviest). With
     ``DELTA_FROM_O`` the program computes Delta from O and dO itself (DELTA is unused).
     """
-    pid_n = tl.where(program_x < 0, tl.program_id(0), program_x)
-    pid_bhk = tl.where(program_y < 0, tl.program_id(1), program_y)
+    if CAUSAL:
+        tiles = tl.cdiv(N_K, BLOCK_N)
+        grid_y, grid_x = heaviest_first(tl.program_id(0), tl.num_programs(0) // tiles, tiles, HEAD_GROUP)
+    else:
+        grid_x, grid_y = tl.program_id(0), tl.program_id(1)
+    pid_n = tl.where(program_x < 0, grid_x, program_x)
+    pid_bhk = tl.where(program_y < 0, grid_y, program_y)
     h_kv_count = H // KV_GROUP
     b = (pid_bhk // h_kv_count).to(tl.int64)
     h_kv = (pid_bhk % h_kv_count).to(tl.int64)
@@ -425,6 +434,7 @@ def _dq_kernel(
     N_K,
     program_x,
     program_y,
+    HEAD_GROUP,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -438,12 +448,17 @@ def _dq_kernel(
     ``Delta_i = rowsum(dO_i * O_i)`` (fp32) is computed from the dO tile the
     program loads anyway and, with ``STORE_DELTA``, stored for the dK/dV kernel,
     which runs next. ``(program_x, program_y)``: the program's coordinates in this
-    kernel's grid; ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them.
+    kernel's grid; ``(-1, -1)`` in a launch of this kernel alone, whose grid gives them (causal: a 1-D grid in
+    :func:`heaviest_first` order over ``HEAD_GROUP`` pairs).
     """
     num_m = tl.cdiv(N_Q, BLOCK_M)
-    pid_x = tl.where(program_x < 0, tl.program_id(0), program_x)
+    if CAUSAL:
+        grid_y, grid_x = heaviest_first(tl.program_id(0), tl.num_programs(0) // num_m, num_m, HEAD_GROUP)
+    else:
+        grid_x, grid_y = tl.program_id(0), tl.program_id(1)
+    pid_x = tl.where(program_x < 0, grid_x, program_x)
     pid_m = num_m - 1 - pid_x if CAUSAL else pid_x  # heavy tiles first
-    pid_bh = tl.where(program_y < 0, tl.program_id(1), program_y)
+    pid_bh = tl.where(program_y < 0, grid_y, program_y)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
     h_kv = h // KV_GROUP
@@ -635,6 +650,7 @@ def _one_launch_kernel(
             N_K,
             pid % DQ_GRID_X,
             pid // DQ_GRID_X,
+            1,  # HEAD_GROUP: the coordinates are given
             HEAD_DIM,
             BLOCK_D,
             CAUSAL,
@@ -691,6 +707,7 @@ def _one_launch_kernel(
             N_K,
             pid % DKDV_GRID_X,
             pid // DKDV_GRID_X,
+            1,  # HEAD_GROUP: the coordinates are given
             HEAD_DIM,
             BLOCK_D,
             CAUSAL,
@@ -714,6 +731,7 @@ ONE_LAUNCH_MAX_SCORES = 4 * 1024 * 1024
 # 4.4 s for the dQ and dK/dV kernels, which a first call compiles side by side while the forward runs
 # (benchmarks/NOTES.md, v133). A new layout's first call matters more there than one launch's host time.
 ONE_LAUNCH_DTYPES = (torch.float16, torch.bfloat16)
+ALL_PAIRS_L2_SHARE = 0.0
 
 
 class BackwardPlan:
@@ -759,11 +777,21 @@ class BackwardPlan:
         dq_stride, dkv_stride = contiguous_strides(q_shape), contiguous_strides(k_shape)
         shared = (softmax_scale * LOG2_E, softmax_scale, heads, heads // max(kv_heads, 1), n_q, n_k)
         own_grid = (-1, -1)  # program coordinates: a kernel launched alone takes them from its grid
-        self.dq_scalars = (*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *shared, *own_grid)
+        kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what dQ programs read again
+        q_bytes = batch * heads * n_q * head_dim * 2 * dtype.itemsize  # Q and dO: what dK/dV programs read again
+        dq_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device)
+        dkdv_group = causal_head_group(batch * kv_heads, q_bytes, ALL_PAIRS_L2_SHARE, device)
+        self.dq_scalars = (
+            *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride),
+            *shared,
+            *own_grid,
+            dq_group,
+        )
         self.dkdv_scalars = (
             *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dkv_stride, *dkv_stride),
             *shared,
             *own_grid,
+            dkdv_group,
         )
         self.one_launch_scalars = (
             *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride, *dkv_stride, *dkv_stride),
@@ -797,12 +825,14 @@ class BackwardPlan:
         )
 
     def compiled_dq(self, tile) -> CompiledLaunch:
-        grid = (triton.cdiv(self.n_q, tile.block_m), self.query_heads, 1)
+        q_tiles = triton.cdiv(self.n_q, tile.block_m)
+        grid = (q_tiles * self.query_heads, 1, 1) if self.causal else (q_tiles, self.query_heads, 1)
         constexprs = self._constexprs(tile) | {"STORE_DELTA": True}
         return CompiledLaunch(_dq_kernel, grid, self.dq_scalars, constexprs, tile, self.device)
 
     def compiled_dkdv(self, tile) -> CompiledLaunch:
-        grid = (triton.cdiv(self.n_k, tile.block_n), self.kv_heads, 1)
+        k_tiles = triton.cdiv(self.n_k, tile.block_n)
+        grid = (k_tiles * self.kv_heads, 1, 1) if self.causal else (k_tiles, self.kv_heads, 1)
         constexprs = self._constexprs(tile) | {"DELTA_FROM_O": False}
         return CompiledLaunch(_dkdv_kernel, grid, self.dkdv_scalars, constexprs, tile, self.device)
 

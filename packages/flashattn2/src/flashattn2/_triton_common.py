@@ -11,7 +11,8 @@
 - :func:`needs_contiguous_copy`: the launchers' guard for the kernels' 32-bit
   offsets within one (batch, head); :func:`contiguous_strides`;
 - :func:`load_tile`, :func:`key_ranges`, :func:`visible_keys`: tile loads with
-  the padding masks, the causal split of a query tile's key loop, and its mask.
+  the padding masks, the causal split of a query tile's key loop, and its mask;
+- :func:`heaviest_first`: the order of a causal launch's programs.
 """
 
 from __future__ import annotations
@@ -219,3 +220,14 @@ def visible_keys(offs_m, offs_n, N_K, KV_SHIFT, CAUSAL: tl.constexpr):
     if CAUSAL:
         visible = visible & (offs_n[None, :] <= offs_m[:, None] + KV_SHIFT)
     return visible
+
+
+@triton.jit
+def heaviest_first(pid, pairs, tiles, head_group):
+    """Program ``pid`` of a causal launch (1-D grid of ``pairs * tiles`` programs) as ((batch, head) pair, rank):
+    rank 0 is a pair's tile with the most work. Ranks ascend over the launch, ``head_group`` pairs at a time with
+    their tiles interleaved, so that the launch ends on the lightest tiles."""
+    first = pid // (head_group * tiles) * head_group
+    size = tl.minimum(pairs - first, head_group)
+    rest = pid - first * tiles
+    return first + rest % size, rest // size

@@ -37,6 +37,7 @@ from flashattn2._launch import (
     CompiledLaunch,
     TileChooser,
     alignments,
+    causal_head_group,
     allocator,
     on_its_device,
 )
@@ -47,6 +48,7 @@ from flashattn2._triton_common import (
     contiguous_strides,
     dot_mode,
     head_dim_block,
+    heaviest_first,
     key_ranges,
     load_tile,
     needs_contiguous_copy,
@@ -109,16 +111,6 @@ def _forward_tile(
 
 
 @triton.jit
-def _causal_launch_order(pid, pairs, q_tiles, head_group):
-    """Program ``pid`` of a causal launch as ((batch, head) pair, query tile): the query tiles with the most keys
-    first, ``head_group`` pairs at a time, so that the launch ends on the lightest ones."""
-    first = pid // (head_group * q_tiles) * head_group
-    size = tl.minimum(pairs - first, head_group)
-    rest = pid - first * q_tiles
-    return first + rest % size, q_tiles - 1 - rest // size
-
-
-@triton.jit
 def _forward_kernel(
     Q,
     K,
@@ -160,7 +152,8 @@ def _forward_kernel(
 ):
     num_m = tl.cdiv(N_Q, BLOCK_M)
     if CAUSAL:  # a 1-D grid: the last query tiles see the most keys; start them first
-        pid_bh, pid_m = _causal_launch_order(tl.program_id(0), tl.num_programs(0) // num_m, num_m, HEAD_GROUP)
+        pid_bh, rank = heaviest_first(tl.program_id(0), tl.num_programs(0) // num_m, num_m, HEAD_GROUP)
+        pid_m = num_m - 1 - rank
     else:
         pid_m = tl.program_id(0)
         pid_bh = tl.program_id(1)
@@ -250,8 +243,7 @@ def _forward_kernel(
 
 
 forward_tiles = TileChooser()
-CAUSAL_HEAD_GROUP = 1
-ALL_PAIRS_L2_SHARE = 0.0
+ALL_PAIRS_L2_SHARE = 1 / 2
 
 
 class ForwardPlan:
@@ -291,7 +283,7 @@ class ForwardPlan:
             heads // max(kv_heads, 1),
             n_q,
             n_k,
-            self.causal_head_group(batch * heads, batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize, device),
+            causal_head_group(batch * heads, batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize, ALL_PAIRS_L2_SHARE, device),
         )
         self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
         self.empty = 0 in q_shape  # no output element: nothing to launch
@@ -302,13 +294,6 @@ class ForwardPlan:
         tma_strides = (q_stride, k_stride, v_stride)
         if hopper and hopper.hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal, aligned):
             self.hopper = hopper.HopperForward(q_shape, k_shape, dtype, device, causal, softmax_scale)
-
-    @staticmethod
-    def causal_head_group(pairs: int, kv_bytes: int, device: torch.device) -> int:
-        """How many (batch, head) pairs a causal launch interleaves (``kv_bytes``: all pairs' K and V)."""
-        if device.type == "cuda" and _hopper.fits_in_l2(kv_bytes, ALL_PAIRS_L2_SHARE, device):
-            return pairs
-        return CAUSAL_HEAD_GROUP
 
     def compiled_launch(self, tile) -> CompiledLaunch:
         q_tiles = triton.cdiv(self.n_q, tile.block_m)
