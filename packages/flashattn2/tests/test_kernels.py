@@ -121,3 +121,29 @@ def test_transposed_layout_without_copies(function):
     v = torch.randn(1, 22, 2, 16).transpose(1, 2)
     assert not q.is_contiguous()
     assert_attention_matches_reference(function.apply, q, k, v, causal=True)
+
+
+@pytest.mark.triton_kernels
+@pytest.mark.parametrize("head_group", [2, 3, 5])
+@pytest.mark.parametrize(
+    "shapes", [((3, 1, 37, 16), (3, 1, 45, 16)), ((1, 4, 29, 16), (1, 2, 29, 16))], ids=["3-pairs", "gqa-4:2"]
+)
+def test_causal_launches_interleave_pairs_in_groups(monkeypatch, head_group, shapes):
+    # Causal launches of the Triton kernels take the pairs' tiles heaviest first, head_group (batch, head) pairs
+    # at a time (on a GPU: all pairs where they stay in L2): each tile of each pair runs once whatever the group
+    # size, the last group smaller or the only one larger than the pairs.
+    import flashattn2._triton_backward as backward
+    import flashattn2._triton_forward as forward
+
+    monkeypatch.setattr(forward, "causal_head_group", lambda *_: head_group)
+    monkeypatch.setattr(backward, "causal_head_group", lambda *_: head_group)
+    monkeypatch.setattr(backward, "ONE_LAUNCH_MAX_SCORES", 0)  # the dQ and dK/dV kernels
+    forward.forward_plan.cache_clear()  # plans decide at their construction
+    backward.backward_plan.cache_clear()
+    try:
+        q_shape, kv_shape = shapes
+        q, k, v = torch.randn(q_shape), torch.randn(kv_shape), torch.randn(kv_shape)
+        assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+    finally:
+        forward.forward_plan.cache_clear()
+        backward.backward_plan.cache_clear()

@@ -135,8 +135,8 @@ def l2_cache_bytes(device: torch.device) -> int:
 
 
 def fits_in_l2(nbytes: int, share: float, device: torch.device) -> bool:
-    """Whether ``nbytes`` take at most ``share`` of the device's L2 cache: the schedules of the persistent causal
-    kernels order their items across all (batch, head) pairs only where what those read again stays there."""
+    """Whether ``nbytes`` take at most ``share`` of the device's L2 cache: causal launches order their work across
+    all (batch, head) pairs only where what those read again stays there."""
     return nbytes <= share * l2_cache_bytes(device)
 
 

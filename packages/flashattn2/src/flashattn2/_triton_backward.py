@@ -21,6 +21,10 @@ cost more host time than the kernels take on the GPU, run both as
 ``_one_launch_kernel``: the two kernels' programs in one grid, the dK/dV
 programs computing Delta themselves.
 
+Causal programs start with the tiles that have the most work, across all
+(batch, head) pairs where what they read again stays in L2
+(``ALL_PAIRS_L2_SHARE``), else pair by pair.
+
 Each output element is written by exactly one program and summed in a fixed
 order: there are no atomics, so identical inputs give bitwise-identical
 gradients. The price is that both kernels compute ``S`` and ``dP``: seven tile
@@ -731,7 +735,12 @@ ONE_LAUNCH_MAX_SCORES = 4 * 1024 * 1024
 # 4.4 s for the dQ and dK/dV kernels, which a first call compiles side by side while the forward runs
 # (benchmarks/NOTES.md, v133). A new layout's first call matters more there than one launch's host time.
 ONE_LAUNCH_DTYPES = (torch.float16, torch.bfloat16)
-ALL_PAIRS_L2_SHARE = 0.0
+# Causal launches of the dQ (dK/dV) kernel interleave every (batch, head) pair's query (key) tiles, heaviest first
+# over the whole launch, where all pairs' K and V (Q and dO) take at most this share of L2; elsewhere one pair's
+# tiles follow another's. On an H100 (50 MiB of L2) that took 0.83-0.96x the forward+backward's time at seven
+# shapes with 4-16 MiB of K and V, 0.96-1.00x at four with 32 MiB, 1.04x with 48 MiB and 1.08-1.12x with 64 MiB
+# (benchmarks/NOTES.md, v135).
+ALL_PAIRS_L2_SHARE = 2 / 3
 
 
 class BackwardPlan:

@@ -15,7 +15,8 @@ Causal masking (bottom-right aligned: query ``i`` sees key ``j`` iff
 query tile sees in full run without any mask; the tiles crossing the diagonal
 (and the ragged last tile) run with masks; tiles above the diagonal are never
 visited. Programs are numbered so that the query tiles with the most work start
-first, which shortens the tail of the launch.
+first, which shortens the tail of the launch: across all (batch, head) pairs where
+their K and V stay in L2 (``ALL_PAIRS_L2_SHARE``), else pair by pair.
 
 On a Hopper GPU, fp16 and bf16 at head dim 64, 128 or 256 run the warp-specialized
 kernel of :mod:`flashattn2._gluon_forward` instead (``hopper_forward_applies``
@@ -37,8 +38,8 @@ from flashattn2._launch import (
     CompiledLaunch,
     TileChooser,
     alignments,
-    causal_head_group,
     allocator,
+    causal_head_group,
     on_its_device,
 )
 from flashattn2._triton_backward import compile_backward_early
@@ -243,6 +244,10 @@ def _forward_kernel(
 
 
 forward_tiles = TileChooser()
+# Causal launches interleave every (batch, head) pair's query tiles, heaviest first over the whole launch, where
+# all pairs' K and V take at most this share of L2; elsewhere one pair's tiles follow another's. On an H100
+# (50 MiB of L2) that took 0.74-0.96x the forward's time at five shapes with 8-16 MiB of K and V, 0.90-1.06x at
+# four with 32 MiB, 1.10x with 48 MiB and 1.30-1.41x with 64 MiB (benchmarks/NOTES.md, v134).
 ALL_PAIRS_L2_SHARE = 1 / 2
 
 
