@@ -1,6 +1,7 @@
 """scratch (v132): the Hopper forward at head dim 64 causal with 2^26-2^27 scores at 512-1024 keys, where the Triton
 forward runs: GPU time (replays), host time per call with the GPU busy, and eager forward+backward, alternating
 rounds of the two ways in one process."""
+
 import json
 import os
 import statistics
@@ -52,8 +53,10 @@ def main():
             torch.autograd.grad(flash_attention(q, k, v, causal=True), (q, k, v), g)
 
         ref = None
-        s = {w: {m: [] for m in ("replay_fwd", "eager_fwd", "eager_fwd_bwd", "host_fwd", "host_fwd_bwd")}
-             for w in ("hopper", "triton")}
+        s = {
+            w: {m: [] for m in ("replay_fwd", "eager_fwd", "eager_fwd_bwd", "host_fwd", "host_fwd_bwd")}
+            for w in ("hopper", "triton")
+        }
         for r in range(ROUNDS):
             for way in ("hopper", "triton") if r % 2 == 0 else ("triton", "hopper"):
                 set_way(way)

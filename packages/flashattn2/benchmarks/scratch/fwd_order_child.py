@@ -1,4 +1,5 @@
 """scratch (v134) child: GPU time (CUDA-graph replays) of the forward and forward+backward at short causal shapes."""
+
 import json
 import sys
 
