@@ -23,7 +23,7 @@ def fit_groups(pairs, reread_bytes, share, device):
 
 WAYS = {"package": package_rule, "fit": fit_groups}
 SHAPES = [(8, 16, 1024, 128), (12, 16, 1024, 64), (32, 16, 512, 64), (64, 16, 256, 64), (32, 16, 256, 128),
-          (16, 16, 512, 128), (8, 32, 1024, 64)]
+          (16, 16, 512, 128), (10, 16, 1024, 64)]
 
 
 def main():
