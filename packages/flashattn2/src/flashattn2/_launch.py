@@ -281,13 +281,13 @@ class CompiledLaunch:
         launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
 
 
-def causal_head_group(pairs: int, reread_bytes: int, share: float, device: torch.device) -> int:
+def causal_head_group(pairs: int, reread_bytes: int, share: float, device: torch.device, otherwise: int = 1) -> int:
     """How many (batch, head) pairs a causal launch of a Triton kernel interleaves
     (:func:`flashattn2._triton_common.heaviest_first`): all ``pairs`` where what their programs read again
-    (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2 cache, else one."""
+    (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2 cache, else ``otherwise``."""
     if device.type == "cuda" and fits_in_l2(reread_bytes, share, device):
         return max(pairs, 1)
-    return 1
+    return otherwise
 
 
 class TileChooser:

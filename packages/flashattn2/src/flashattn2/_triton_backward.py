@@ -23,7 +23,7 @@ programs computing Delta themselves.
 
 Causal programs start with the tiles that have the most work, across all
 (batch, head) pairs where what they read again stays in L2
-(``ALL_PAIRS_L2_SHARE``), else pair by pair.
+(``ALL_PAIRS_L2_SHARE``), else ``BEYOND_L2_HEAD_GROUP`` pairs at a time.
 
 Each output element is written by exactly one program and summed in a fixed
 order: there are no atomics, so identical inputs give bitwise-identical
@@ -741,6 +741,10 @@ ONE_LAUNCH_DTYPES = (torch.float16, torch.bfloat16)
 # shapes with 4-16 MiB of K and V, 0.96-1.00x at four with 32 MiB, 1.04x with 48 MiB and 1.08-1.12x with 64 MiB
 # (benchmarks/NOTES.md, v135).
 ALL_PAIRS_L2_SHARE = 2 / 3
+# Beyond that share, causal launches interleave this many pairs at a time: 0.97-1.00x the forward+backward's time
+# of pair-by-pair launches at six shapes with 48-64 MiB of K and V on an H100, four pairs 0.99-1.01x, as many as
+# the share holds (60-130) 0.99-1.13x (benchmarks/NOTES.md, v136, v137).
+BEYOND_L2_HEAD_GROUP = 16
 
 
 class BackwardPlan:
@@ -788,8 +792,8 @@ class BackwardPlan:
         own_grid = (-1, -1)  # program coordinates: a kernel launched alone takes them from its grid
         kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what dQ programs read again
         q_bytes = batch * heads * n_q * head_dim * 2 * dtype.itemsize  # Q and dO: what dK/dV programs read again
-        dq_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device)
-        dkdv_group = causal_head_group(batch * kv_heads, q_bytes, ALL_PAIRS_L2_SHARE, device)
+        dq_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP)
+        dkdv_group = causal_head_group(batch * kv_heads, q_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP)
         self.dq_scalars = (
             *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride),
             *shared,
