@@ -42,7 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._launch import CompiledLaunch
+from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E
 
@@ -613,8 +613,7 @@ class HopperForward:
         self.head_group, self.schedule_table = CAUSAL_HEAD_GROUP, None
         if persistent(head_dim) and causal:
             kv_bytes = batch * k_shape[1] * n * head_dim * 4  # K and V, 2 bytes an element
-            if _hopper.fits_in_l2(kv_bytes, ALL_PAIRS_L2_SHARE, device):
-                self.head_group = batch * heads
+            self.head_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, CAUSAL_HEAD_GROUP)
             self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group)
         self.schedule_device = None
         self.kernel = CompiledLaunch(

@@ -30,6 +30,10 @@ worker thread ahead of its first call (the backward's kernels while the forward
 runs, see :func:`flashattn2._triton_backward.compile_backward_early`); that first
 call waits for the compile and finds the kernel in Triton's cache.
 
+:func:`causal_head_group` chooses how many (batch, head) pairs a causal launch
+interleaves, heaviest tiles first: all of them where what they read again
+stays in L2.
+
 :class:`TileChooser` picks a plan's tile: the shipped default of
 :mod:`flashattn2._configs`, or with ``FLASHATTN2_AUTOTUNE=1`` the fastest
 candidate timed on the first call's own inputs.
@@ -282,9 +286,10 @@ class CompiledLaunch:
 
 
 def causal_head_group(pairs: int, reread_bytes: int, share: float, device: torch.device, otherwise: int = 1) -> int:
-    """How many (batch, head) pairs a causal launch of a Triton kernel interleaves
-    (:func:`flashattn2._triton_common.heaviest_first`): all ``pairs`` where what their programs read again
-    (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2 cache, else ``otherwise``."""
+    """How many (batch, head) pairs a causal launch interleaves, heaviest tiles first (the Triton kernels'
+    :func:`flashattn2._triton_common.heaviest_first`, the Hopper forward's schedule): all ``pairs`` where what
+    their programs read again (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2
+    cache, else ``otherwise``."""
     if device.type == "cuda" and fits_in_l2(reread_bytes, share, device):
         return max(pairs, 1)
     return otherwise
