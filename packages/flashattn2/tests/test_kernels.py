@@ -58,6 +58,18 @@ def test_fp32_matches_float64_reference(function, causal, shapes, backward_launc
     assert_attention_matches_reference(function.apply, q, k, v, causal=causal)
 
 
+# Draws of the single-row multi-query case whose float32 gradients exceeded the rule when its floor counted the
+# recomputation of P = exp(s - L) by max|s| alone: with one query row, L (up to max|s| + log Nk) is the larger term.
+@pytest.mark.triton_kernels
+@pytest.mark.parametrize("backward_launches", ["one-launch"], indirect=True)
+@pytest.mark.parametrize("seed", [177, 387])
+def test_fp32_single_row_draws_that_needed_the_logsumexp_in_the_floor(seed, backward_launches):
+    torch.manual_seed(seed)
+    q_shape, kv_shape = SHAPES["mqa-3:1-D40-single-row"]
+    q, k, v = torch.randn(q_shape), torch.randn(kv_shape), torch.randn(kv_shape)
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=False)
+
+
 # fp16/bf16: grouped-query with ragged tiles, and small square cases where a few
 # long dot products dominate (there an fp32 -> bf16 conversion that truncates
 # instead of rounding, as Triton's interpreter does, fails the rule in most draws).

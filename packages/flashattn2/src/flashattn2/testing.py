@@ -191,6 +191,8 @@ def error_floors(
     scores = _scaled_scores(q, k, softmax_scale)
     float32_error = torch.finfo(torch.float32).eps * (1.0 + _largest_abs(scores))  # 1 + max|s|
     probs, lse = _softmax(scores, causal)
+    # The backward recomputes P as exp(s - L) from the saved logsumexp: L's rounding too (1 + max|s| + max|L|).
+    recomputed_error = float32_error + torch.finfo(torch.float32).eps * _largest_abs(lse)
     del scores
     out = probs @ v_full
     # Squared terms, summed by matrix products, then square roots: |x|_2 for every entry.
@@ -211,9 +213,9 @@ def error_floors(
     return {
         "O": float32_error * _finite_rms(out_terms),
         "L": float32_error * _finite_rms(lse),
-        "dq": float32_error * _finite_rms(dq_terms) + unit_roundoff * _finite_rms(dq_delta_terms),
-        "dk": float32_error * _finite_rms(dk_terms) + unit_roundoff * _finite_rms(dk_delta_terms),
-        "dv": float32_error * _finite_rms(dv_terms),
+        "dq": recomputed_error * _finite_rms(dq_terms) + unit_roundoff * _finite_rms(dq_delta_terms),
+        "dk": recomputed_error * _finite_rms(dk_terms) + unit_roundoff * _finite_rms(dk_delta_terms),
+        "dv": recomputed_error * _finite_rms(dv_terms),
     }
 
 
