@@ -13,7 +13,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-mods = {"head": importlib.import_module("flashattn2._gluon_forward")}
+mods = {"head": importlib.import_module("flashattn2._gluon_forward")}  # the package's (new) forward
 mods.update({name: importlib.import_module(name) for name in sys.argv[1:]})
 SHAPES = [(2, 16, 16, 4096, 256, False), (2, 16, 16, 4096, 256, True), (4, 16, 16, 2048, 256, False),
           (4, 16, 16, 2048, 256, True), (1, 16, 16, 8192, 256, False), (1, 16, 16, 8192, 256, True),
