@@ -5,13 +5,14 @@ A work item is a tile of 128 query rows of one (batch, head). A program takes on
 per multiprocessor; causal items are assigned on the host by
 :func:`causal_schedule`) and runs three partitions:
 
-- a loader warp brings an item's Q tile, then K and V tiles of 128 keys (64 at
-  head dim 256) by TMA into a two-slot ring; a persistent program has two Q
-  buffers, so the next item's Q arrives while the consumers finish this one,
+- a loader warp brings an item's Q tile, then K and V tiles of 128 keys by TMA
+  into a two-slot ring (one slot at head dim 256); a persistent program has two
+  Q buffers, so the next item's Q arrives while the consumers finish this one,
   and its ring runs on from one item to the next;
 - two consumer warpgroups, each its own partition, own 64 query rows each and run
   ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
-  argument) and ``O += P V`` with P from registers, then store O by TMA and L.
+  argument) and ``O += P V`` with P from registers (from shared memory at head
+  dim 256), then store O by TMA and L.
   At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``. At head dim
   128 each consumer issues the next tile's S before this tile's P V and runs the
   next softmax while P V does (FlashAttention-3's intra-warpgroup overlap).
@@ -47,9 +48,13 @@ from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E
 
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
-# Keys per K/V tile, by head dim. At 256 two 128-key slots of K and V (256 KB) do not fit beside Q in shared memory.
-KEYS_PER_TILE = {64: 128, 128: 128, 256: 64}
-STAGES = gl.constexpr(2)  # slots of the K/V ring
+KEYS_PER_TILE = {64: 128, 128: 128, 256: 128}  # keys per K/V tile, by head dim
+# From this head dim the K/V ring has one slot and P V reads P from shared memory. At 256, two 128-key slots of K
+# and V (256 KB) do not fit beside Q (64 KB); one slot each with P's tiles (32 KB) does, and S, P and O of a
+# 128-key tile do not fit in registers (v111). Against two slots of 64-key tiles with P in registers: 0.97-0.99x
+# the time at eight shapes from (1, 5, 2000) to (1, 16, 8192), 1.01x at (8, 16, 1024) causal (benchmarks/NOTES.md,
+# v138).
+P_SHARED_HEAD_DIM = gl.constexpr(256)
 NUM_WARPS = gl.constexpr(4)  # the default partition: the first consumer warpgroup
 LN_2 = gl.constexpr(0.6931471805599453)  # L is stored in natural-log units
 # Up to this head dim the row sums of P come from the tensor cores (P times a ones tile of wgmma's smallest width,
@@ -76,6 +81,29 @@ ALL_PAIRS_L2_SHARE = 1 / 2
 # head dim 128 from 4096 keys, 0.86-0.92x at 1024 and 2048, 0.96-1.01x at 64. At 256 a second Q buffer (64 KB)
 # does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
+
+
+@gluon.constexpr_function
+def ring_slots(head_dim):
+    """Slots of the K/V ring (see :data:`P_SHARED_HEAD_DIM`)."""
+    return 1 if head_dim >= P_SHARED_HEAD_DIM else 2
+
+
+@gluon.constexpr_function
+def releases_k_first(head_dim):
+    """Whether the consumers release a K slot once its S is done, before its V slot (where their steps issue
+    S ahead of P V, or the ring has one slot); otherwise they release both once P V is done."""
+    return head_dim >= OVERLAP_HEAD_DIM
+
+
+@gluon.constexpr_function
+def loader_registers(head_dim):
+    """Registers per thread of the loader's partition; the default partition (the first consumer) gets what the
+    other two leave of the register file. Below 64, ptxas (CUDA 12.8, Triton 3.6) serializes every warpgroup
+    product of the kernel at head dims 64 and 128 ("insufficient register resources", C7512). At 256 the
+    consumers' S and O (64 and 128 registers) need all they can get: with the loader at 24 they get 240 each and
+    spill 156 bytes; at 48, 224 and 232 registers, 284 bytes and 1.17-1.33x the time (benchmarks/NOTES.md, v138)."""
+    return 24 if head_dim >= P_SHARED_HEAD_DIM else 64
 
 
 @gluon.constexpr_function
@@ -141,6 +169,7 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
     halves, ready on ``q_bar``), then K and V of each key tile it visits into the ring, from ring step ``base`` on
     (2 bytes per element). Returns the ring step after the item's."""
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
+    STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     hk = h // group
     mbarrier.expect(q_bar, 2 * BLOCK_M * HEAD_DIM * 2)
@@ -151,9 +180,9 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
     for j in range(n_kv):
         slot = (base + j) % STAGES
         phase = (((base + j) // STAGES) & 1) ^ 1
-        # With the overlap a K slot is free once its S is done and a V slot once its P V is; without it the
-        # consumers release the whole slot once P V is done, on v_empty.
-        if HEAD_DIM == OVERLAP_HEAD_DIM:
+        # A K slot is free once its S is done and a V slot once its P V is, or the whole slot once P V is done, on
+        # v_empty (releases_k_first).
+        if releases_k_first(HEAD_DIM):
             mbarrier.wait(k_empty.index(slot), phase)
         else:
             mbarrier.wait(v_empty.index(slot), phase)
@@ -161,7 +190,7 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
         tma.async_copy_global_to_shared(
             k_desc, [b, hk, j * BLOCK_N, 0], k_ready.index(slot), k_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
-        if HEAD_DIM == OVERLAP_HEAD_DIM:
+        if releases_k_first(HEAD_DIM):
             mbarrier.wait(v_empty.index(slot), phase)
         mbarrier.expect(v_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
         tma.async_copy_global_to_shared(
@@ -232,6 +261,7 @@ def _steps_in_turn(
     complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as :func:`_softmax` takes
     them."""
     k_smem, v_smem, k_ready, v_ready = ring
+    STAGES: gl.constexpr = k_smem.shape[0]
     s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
     o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -273,10 +303,6 @@ def _steps_in_turn(
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
         mbarrier.wait(v_ready.index(slot), ((base + j) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-        if BLOCK_N < 128:
-            # Left in flight into the next step, this product makes ptxas serialize every product of the
-            # kernel at 64-key tiles (C7512, "insufficient register resources"; benchmarks/NOTES.md, v69).
-            acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
     if MMA_ROW_SUMS:
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
@@ -304,6 +330,7 @@ def _steps_overlapped(
     tile's S before this tile's P V and runs the next tile's softmax while P V does. A K slot is released
     once its S is done, a V slot once its P V is; the loader refills K a step ahead."""
     k_smem, v_smem, k_ready, v_ready = ring
+    STAGES: gl.constexpr = k_smem.shape[0]
     s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
     o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -348,6 +375,53 @@ def _steps_overlapped(
 
 
 @gluon.jit
+def _steps_p_shared(
+    q,
+    ring,
+    k_empty,
+    v_empty,
+    p_smem,
+    n_kv,
+    base,
+    softmax_args,
+    CAUSAL: gl.constexpr,
+    NEGATIVE_SCALE: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+):
+    """As :func:`_steps_in_turn`, with P stored to ``p_smem`` (the consumer's ``(BLOCK_M, BLOCK_N)`` tile in the
+    input dtype) for a P V product that reads it from shared memory. A K slot is released once its S is done, a V
+    slot once its P V is."""
+    k_smem, v_smem, k_ready, v_ready = ring
+    STAGES: gl.constexpr = k_smem.shape[0]
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    for j in range(n_kv):
+        slot = (base + j) % STAGES
+        phase = ((base + j) // STAGES) & 1
+        mbarrier.wait(k_ready.index(slot), phase)
+        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        mbarrier.arrive(k_empty.index(slot))
+        p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+        p_smem.store(p.to(q.dtype))
+        fence_async_shared()
+        mbarrier.wait(v_ready.index(slot), phase)
+        acc = warpgroup_mma(p_smem, v_smem.index(slot), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))  # P's tile is free for the next step
+        mbarrier.arrive(v_empty.index(slot))
+    return acc, l_i, m_i
+
+
+@gluon.jit
 def _consume_item(
     consumer_args,
     q,
@@ -366,7 +440,7 @@ def _consume_item(
     ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA, through
     ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store has read ``q``.
     ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
-    o_desc, lse_ptr, ones_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
+    o_desc, lse_ptr, operand_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
         consumer_args
     )
     BLOCK_N: gl.constexpr = k_smem.shape[1]
@@ -383,13 +457,18 @@ def _consume_item(
     mbarrier.wait(q_bar, q_phase)
     ring = (k_smem, v_smem, k_ready, v_ready)
     softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
-    if HEAD_DIM == OVERLAP_HEAD_DIM:
+    if HEAD_DIM >= P_SHARED_HEAD_DIM:
+        p_smem = operand_smem.index(WARPGROUP)
+        acc, l_i, m_i = _steps_p_shared(
+            q, ring, k_empty, v_empty, p_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
+        )
+    elif HEAD_DIM == OVERLAP_HEAD_DIM:
         acc, l_i, m_i = _steps_overlapped(
             q, ring, k_empty, v_empty, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
     else:  # v_empty releases a whole slot
         acc, l_i, m_i = _steps_in_turn(
-            q, ring, v_empty, ones_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
+            q, ring, v_empty, operand_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
@@ -482,6 +561,7 @@ def _hopper_forward_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [2 * Q_BUFFERS, BLOCK_M, HEAD_DIM], q_layout)
+    STAGES: gl.constexpr = ring_slots(HEAD_DIM)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS, 1], mbarrier.MBarrierLayout())
@@ -498,20 +578,24 @@ def _hopper_forward_kernel(
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)  # both consumers
         mbarrier.init(v_empty.index(i), count=2)
+    # The consumers' operand tile in shared memory: the ones tile of the row sums' product, or each consumer's P.
     if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
         ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_WIDTH, BLOCK_N], dtype)
-        ones_smem = gl.allocate_shared_memory(dtype, [ONES_WIDTH, BLOCK_N], ones_layout)
+        operand_smem = gl.allocate_shared_memory(dtype, [ONES_WIDTH, BLOCK_N], ones_layout)
         ones_layout_regs: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [NUM_WARPS, 1], [1, 0])
-        ones_smem.store(gl.full([ONES_WIDTH, BLOCK_N], 1.0, dtype, ones_layout_regs))
+        operand_smem.store(gl.full([ONES_WIDTH, BLOCK_N], 1.0, dtype, ones_layout_regs))
+    elif HEAD_DIM >= P_SHARED_HEAD_DIM:
+        p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+        operand_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], p_layout)
     else:
-        ones_smem = 0  # unused; a partition's arguments cannot be None
+        operand_smem = 0  # unused; a partition's arguments cannot be None
     fence_async_shared()
     # Arguments shared by partitions that differ only in a constexpr, packed once. The constexprs are passed
     # beside the tuple: Gluon 3.6 hands a tuple built in the kernel to the partitions as run-time values.
     consumer_args = (
         o_desc,
         lse_ptr,
-        ones_smem,
+        operand_smem,
         k_smem,
         v_smem,
         k_ready,
@@ -530,10 +614,8 @@ def _hopper_forward_kernel(
             (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
         ],
         [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
-        # Registers per thread of those partitions. Below 64 for the loader, ptxas (CUDA 12.8, Triton 3.6)
-        # serializes every warpgroup product of the kernel ("insufficient register resources"); the consumers
-        # need under 128 (they compile without spills at that cap).
-        [240, 64],
+        [240, loader_registers(HEAD_DIM)],  # registers per thread of those partitions
+
     )
 
 
