@@ -615,7 +615,6 @@ def _hopper_forward_kernel(
         ],
         [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
         [240, loader_registers(HEAD_DIM)],  # registers per thread of those partitions
-
     )
 
 
