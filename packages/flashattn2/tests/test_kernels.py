@@ -58,8 +58,9 @@ def test_fp32_matches_float64_reference(function, causal, shapes, backward_launc
     assert_attention_matches_reference(function.apply, q, k, v, causal=causal)
 
 
-# Draws of the single-row multi-query case whose float32 gradients exceeded the rule when its floor counted the
-# recomputation of P = exp(s - L) by max|s| alone: with one query row, L (up to max|s| + log Nk) is the larger term.
+# Draws of the single-row multi-query case where the rounding of the saved logsumexp, from which the backward
+# recomputes P = exp(s - L), takes the float32 gradients' error past a floor that counts max|s| alone: with one
+# query row |L| (up to max|s| + log Nk) is the larger term.
 @pytest.mark.triton_kernels
 @pytest.mark.parametrize("backward_launches", ["one-launch"], indirect=True)
 @pytest.mark.parametrize("seed", [177, 387])
