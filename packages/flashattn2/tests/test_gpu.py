@@ -180,8 +180,9 @@ def test_hopper_kernels_match_float64_reference(hopper_at_small_shapes, dtype, c
     ids=str,
 )
 def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q_shape, kv_shape, scale):
-    # 64-key tiles, and in the backward consumers that own half of the head dimension each: odd lengths (a ragged
-    # last query and key tile), grouped-query heads, a negative scale.
+    # The forward's 128-key tiles with P through shared memory, the backward's 64-key items whose consumers own half
+    # of the head dimension each: odd lengths (a ragged last query and key tile), grouped-query heads, a negative
+    # scale.
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v) if scale is None else scale
     plan = backward.plan_for(q, q, k, v, q, causal, scale)
