@@ -45,7 +45,7 @@ from flashattn2 import _hopper
 from flashattn2._configs import Tile
 from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
-from flashattn2._triton_common import LOG2_E
+from flashattn2._triton_common import LOG2_E, heaviest_first
 
 BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
 KEYS_PER_TILE = {64: 128, 128: 128, 256: 128}  # keys per K/V tile, by head dim
@@ -130,12 +130,10 @@ def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
 @gluon.jit
 def _launch_order_item(idx, items, q_tiles, head_group):
     """Item ``idx`` of the causal launch order, as (batch * head, query tile): the query tiles with the most keys
-    first, head_group (batch, head) pairs at a time, so that the launch ends on the lightest ones."""
-    pairs = items // q_tiles
-    first = idx // (head_group * q_tiles) * head_group
-    size = gl.minimum(pairs - first, head_group)
-    rest = idx - first * q_tiles
-    return first + rest % size, q_tiles - 1 - rest // size
+    first, head_group (batch, head) pairs at a time, so that the launch ends on the lightest ones (the Triton
+    kernels' :func:`~flashattn2._triton_common.heaviest_first` order)."""
+    bh, rank = heaviest_first(idx, items // q_tiles, q_tiles, head_group)
+    return bh, q_tiles - 1 - rank
 
 
 @gluon.jit
