@@ -4,7 +4,9 @@ CUDA-graph replays, five alternating rounds; gradients checked bitwise equal to 
 python ab_ord.py            measure
 python ab_ord.py warm M i   compile module M's kernels for shape i (run in parallel first)"""
 import importlib
+import faulthandler
 import json
+import time
 import os
 import statistics
 import sys
@@ -18,9 +20,8 @@ from matrix import time_ms  # noqa: E402
 
 import flashattn2._triton_forward as forward  # noqa: E402
 
-SHAPES = [((1, 16, 16384, 64), True), ((4, 16, 4096, 64), True), ((4, 16, 4096, 64), False),
-          ((2, 16, 8192, 64), True), ((8, 16, 2048, 64), True), ((3, 5, 1000, 64), True),
-          ((4, 16, 4096, 128), True), ((4, 16, 4096, 128), False), ((1, 16, 16384, 128), True)]
+SHAPES = [((1, 16, 16384, 64), True), ((4, 16, 4096, 64), False), ((4, 16, 4096, 64), True),
+          ((8, 16, 2048, 64), True)]
 
 
 def variants(d):
@@ -36,6 +37,7 @@ def setup(shape, causal, names):
     runs, grads = {}, {}
     for name in names:
         module = importlib.import_module(name)
+        print(time.strftime("%X"), "compile", name, shape, causal, flush=True)
         plan = module.HopperBackward(q.shape, k.shape, out.stride(), g.stride(), q.dtype, q.device, causal, scale)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(k)
 
@@ -72,5 +74,8 @@ if __name__ == "__main__":
         shape, causal = SHAPES[int(sys.argv[3])]
         setup(shape, causal, [sys.argv[2]])
         sys.exit()
-    rows = [measure(s, c) for s, c in SHAPES]
-    json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), "ab_ord.json"), "w"), indent=1, default=str)
+    faulthandler.dump_traceback_later(480, exit=True)
+    rows = []
+    for s, c in SHAPES:
+        rows.append(measure(s, c))
+        json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), "ab_ord.json"), "w"), indent=1, default=str)
