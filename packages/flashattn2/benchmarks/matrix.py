@@ -122,11 +122,13 @@ REFERENCES = ("cudnn", "flash")  # the ratios' numerators
 
 
 def passes(fn, context, q, k, v, g, causal) -> dict:
-    """mode -> the callable that runs it: the forward alone, or forward and backward."""
+    """mode -> the callable that runs it: the forward alone (on inputs that do not require grad, as in
+    inference: flashattn2 prepares no backward for them), or forward and backward."""
+    q_inference, k_inference, v_inference = (x.detach() for x in (q, k, v))
 
     def forward():
         with torch.no_grad(), context():
-            fn(q, k, v, causal)
+            fn(q_inference, k_inference, v_inference, causal)
 
     def forward_backward():
         with context():
