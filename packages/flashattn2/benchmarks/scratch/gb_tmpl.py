@@ -88,6 +88,8 @@ SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: d
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
 ISSUE_FIRST = gl.constexpr(False)  # scratch: S^T, dP^T issued before L and Delta are read (head dim 64)
 DV_EARLY = gl.constexpr(False)  # scratch: dV issued before the dP^T wait
+NO_EXCHANGE_WAIT = gl.constexpr(False)  # proxy: no wait for the other warpgroup's dS (dQ wrong)
+NO_DQ = gl.constexpr(False)  # proxy: no dQ product, zeros handed over (dQ wrong)
 
 
 @builtin
@@ -605,11 +607,16 @@ def _consume_item(
                     dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
                 # dQ needs both warpgroups' dS: meet on the dS buffer
                 mbarrier.arrive(ds_ready.index(slot))
-                mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
+                if not NO_EXCHANGE_WAIT:
+                    mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
                 ds_t = ds_smem.index(slot)
                 ds_dq = _part(ds_t, _dq_row(WARPGROUP, HEAD_DIM) // SUB_M, SUB_M, 1).permute((1, 0))  # its dS
-                dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
-                dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+                if NO_DQ:
+                    dq = zero_dq
+                    dk = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(dk,)))
+                else:
+                    dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
+                    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
                 mbarrier.arrive(ds_free.index(slot))
                 mbarrier.arrive(q_empty.index(slot))
                 buf = it % 2

@@ -4,5 +4,5 @@ set -uo pipefail
 export PYTHONPATH=$PWD/packages/flashattn2/src:$PWD/packages/flashattn2/benchmarks/scratch PYTHONUNBUFFERED=1
 S=packages/flashattn2/benchmarks/scratch
 t0=$(date +%s)
-timeout 520 python $S/ab_ord.py 2>&1 | tee $OUT/ab_ord.log
+timeout 420 python $S/ab_ord.py 2>&1 | tee $OUT/ab_ord.log
 echo "total $(( $(date +%s) - t0 )) s"
