@@ -908,6 +908,26 @@ def test_causal_hopper_backward_programs_are_persistent_where_their_items_are_de
     assert _starts_interleaved(programs, tiles, pairs=q_shape[0] * q_shape[1]) == (dealt == "interleaved")
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_only_causal_triton_launches_interleave_pairs(on_a_hopper_gpu, causal):
+    # Where all pairs' K and V fit in L2, causal Triton launches interleave every (batch, head) pair; launches
+    # without the mask get 1, which their kernels never read (an unused integer still splits Triton's
+    # specializations).
+    from flashattn2._triton_backward import BackwardPlan
+    from flashattn2._triton_forward import ForwardPlan
+
+    device = torch.device("cuda", 0)  # not touched: the fixture gives it 50 MiB of L2
+    shape = (2, 4, 256, 64)  # 2 MiB of K and V, below the thresholds of the Hopper kernels
+    stride = contiguous_strides(shape)
+    forward = ForwardPlan(shape, stride, shape, stride, stride, torch.bfloat16, device, causal, 0.1, True)
+    backward = BackwardPlan(
+        shape, stride, shape, stride, stride, stride, stride, torch.bfloat16, device, causal, 0.1, True
+    )
+    pairs = 8 if causal else 1
+    assert forward.hopper is None and backward.hopper is None
+    assert (forward.scalars[-1], backward.dq_scalars[-1], backward.dkdv_scalars[-1]) == (pairs, pairs, pairs)
+
+
 def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_keys_fit_in_l2(on_a_hopper_gpu):
     from flashattn2._gluon_forward import CAUSAL_HEAD_GROUP, HopperForward, causal_schedule
 

@@ -692,7 +692,9 @@ class HopperForward:
         self.head_group, self.schedule_table = CAUSAL_HEAD_GROUP, None
         if persistent(head_dim) and causal:
             kv_bytes = batch * k_shape[1] * n * head_dim * 4  # K and V, 2 bytes an element
-            self.head_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, CAUSAL_HEAD_GROUP)
+            self.head_group = causal_head_group(
+                causal, batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, CAUSAL_HEAD_GROUP
+            )
             self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group)
         self.schedule_device = None
         self.kernel = CompiledLaunch(

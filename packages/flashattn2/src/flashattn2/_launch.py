@@ -285,11 +285,16 @@ class CompiledLaunch:
         launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
 
 
-def causal_head_group(pairs: int, reread_bytes: int, share: float, device: torch.device, otherwise: int = 1) -> int:
+def causal_head_group(
+    causal: bool, pairs: int, reread_bytes: int, share: float, device: torch.device, otherwise: int = 1
+) -> int:
     """How many (batch, head) pairs a causal launch interleaves, heaviest tiles first (the Triton kernels'
     :func:`flashattn2._triton_common.heaviest_first`, the Hopper forward's schedule): all ``pairs`` where what
     their programs read again (``reread_bytes``, all pairs together) takes at most ``share`` of the device's L2
-    cache, else ``otherwise``."""
+    cache, else ``otherwise``. 1 for a launch without the mask: its kernels never read the group, and an unused
+    integer argument would still split Triton's specializations."""
+    if not causal:
+        return 1
     if device.type == "cuda" and fits_in_l2(reread_bytes, share, device):
         return max(pairs, 1)
     return otherwise

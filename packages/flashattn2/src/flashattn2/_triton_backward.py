@@ -790,12 +790,12 @@ class BackwardPlan:
         dq_stride, dkv_stride = contiguous_strides(q_shape), contiguous_strides(k_shape)
         shared = (softmax_scale * LOG2_E, softmax_scale, heads, heads // max(kv_heads, 1), n_q, n_k)
         own_grid = (-1, -1)  # program coordinates: a kernel launched alone takes them from its grid
-        dq_group = dkdv_group = 1  # pairs interleaved by a causal launch; the kernels read none without the mask
-        if causal:
-            kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what dQ programs read again
-            q_bytes = batch * heads * n_q * head_dim * 2 * dtype.itemsize  # Q and dO: what dK/dV programs read again
-            dq_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP)
-            dkdv_group = causal_head_group(batch * kv_heads, q_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP)
+        kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what dQ programs read again
+        q_bytes = batch * heads * n_q * head_dim * 2 * dtype.itemsize  # Q and dO: what dK/dV programs read again
+        dq_group = causal_head_group(causal, batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP)
+        dkdv_group = causal_head_group(
+            causal, batch * kv_heads, q_bytes, ALL_PAIRS_L2_SHARE, device, BEYOND_L2_HEAD_GROUP
+        )
         self.dq_scalars = (
             *(*q_stride, *k_stride, *v_stride, *out_stride, *grad_stride, *dq_stride),
             *shared,

@@ -277,10 +277,7 @@ class ForwardPlan:
             contiguous_strides(shape) if copy else stride
             for shape, stride, copy in zip((q_shape, k_shape, k_shape), (q_stride, k_stride, v_stride), self.copy)
         )
-        head_group = 1  # pairs interleaved by a causal launch; the kernel reads none without the mask
-        if causal:
-            kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what every query tile reads
-            head_group = causal_head_group(batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device)
+        kv_bytes = batch * kv_heads * n_k * head_dim * 2 * dtype.itemsize  # K and V: what every query tile reads
         self.scalars = (
             *q_stride,
             *k_stride,
@@ -292,7 +289,7 @@ class ForwardPlan:
             heads // max(kv_heads, 1),
             n_q,
             n_k,
-            head_group,
+            causal_head_group(causal, batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device),
         )
         self.n_q, self.query_heads = n_q, batch * heads  # query rows per head, (batch, head) pairs
         self.empty = 0 in q_shape  # no output element: nothing to launch
