@@ -43,7 +43,7 @@ def fixed_point(compile_with, read, start):
 
 
 class Three:
-    def __init__(self, q, k, v, causal, mod=gf3d, stages=2):
+    def __init__(self, q, k, v, causal, mod=gf3d, stages=2, worker_regs=144):
         b, h, n, d = q.shape
         self.out = torch.empty_like(q)
         self.lse = torch.empty(b, h, n, device=q.device, dtype=torch.float32)
@@ -76,7 +76,7 @@ class Three:
             table = _hopper.deal_in_order(map(cost, range(items)), programs)
         self.table = torch.tensor(table, dtype=torch.int32, device=q.device)
         self.args = (items, h, h // k.shape[1], n, self.head_group, d**-0.5 * 1.4426950408889634)
-        self.kw = dict(CAUSAL=causal, HEAD_DIM=64, BLOCK_N=BLOCK_N, WORKER_REGS=144, STAGES=stages, num_warps=4)
+        self.kw = dict(CAUSAL=causal, HEAD_DIM=64, BLOCK_N=BLOCK_N, WORKER_REGS=worker_regs, STAGES=stages, num_warps=4)
         self.mod = mod
         if mod is gf3d_pa:
 
@@ -137,6 +137,12 @@ def reference(q, k, v, causal):
 
 
 def ways_for(q, k, v, causal):
+    if os.environ.get("WAYS") == "thresholds":
+        return {
+            "package": Package(q, k, v, causal),
+            "three_pa": Three(q, k, v, causal, gf3d_pa),
+            "three_pa_r152": Three(q, k, v, causal, gf3d_pa, worker_regs=152),
+        }
     return {
         "package": Package(q, k, v, causal),
         "package_pa": Package(q, k, v, causal, per_warp=True),
@@ -197,6 +203,12 @@ if __name__ == "__main__":
         result["checks"] = [check(s, c) for s, c in [((2, 3, 1000, 64), True), ((2, 3, 1000, 64), False),
                                                       ((1, 2, 385, 64), True), ((1, 4, 2048, 64), True),
                                                       ((3, 2, 576, 64), False), ((1, 16, 4096, 64), True)]]
+    elif mode == "thresholds":
+        shapes = [((1, 16, 8192, 64), True), ((2, 16, 8192, 64), True), ((1, 32, 16384, 64), True),
+                  ((2, 16, 4096, 64), True), ((16, 16, 2048, 64), True), ((1, 8, 32768, 64), True),
+                  ((4, 16, 4096, 64), False), ((2, 16, 8192, 64), False), ((8, 16, 2048, 64), False),
+                  ((16, 16, 1024, 64), False), ((2, 5, 5000, 64), True)]
+        result["bench"] = [bench(s, c, rounds=3) for s, c in shapes]
     else:
         result["bench"] = [bench(s, c) for s, c in [((1, 16, 16384, 64), True), ((4, 16, 4096, 64), True),
                                                      ((1, 16, 16384, 64), False), ((8, 16, 2048, 64), True)]]
