@@ -201,6 +201,41 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 
 @hopper_only
 @pytest.mark.parametrize(
+    "dtype, causal, q_shape, kv_shape, scale",
+    [
+        (torch.bfloat16, True, (2, 4, 1000, 64), (2, 2, 1000, 64), None),
+        (torch.float16, False, (1, 3, 2100, 64), (1, 1, 2100, 64), None),
+        (torch.bfloat16, True, (1, 2, 385, 64), (1, 2, 385, 64), -0.3),
+        # more (batch, head) pairs than the causal schedule interleaves at once
+        (torch.bfloat16, True, (2, 5, 1000, 64), (2, 5, 1000, 64), None),
+    ],
+    ids=str,
+)
+def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
+    hopper_at_small_shapes, monkeypatch, dtype, causal, q_shape, kv_shape, scale
+):
+    # 192-row items (the last one ragged), whose consumer warps wait and arrive on the barriers on their own;
+    # grouped-query heads, a negative scale. Forward outputs bitwise equal when repeated.
+    import flashattn2._gluon_forward as hopper_forward
+
+    monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", {True: ((0, 0),), False: ((0, 0),)})
+    q, k, v = _inputs(q_shape, kv_shape, dtype)
+    scale = check_attention_inputs(q, k, v) if scale is None else scale
+    forward_plan = forward.plan_for(q, k, v, causal, scale)
+    assert forward_plan.hopper is not None and forward_plan.hopper.three_consumers
+
+    def attention(q, k, v, c):
+        return flash_attention(q, k, v, causal=c, softmax_scale=scale)
+
+    assert_attention_matches_reference(attention, q, k, v, causal=causal, softmax_scale=scale)
+    assert forward_plan.hopper.launched
+    with torch.no_grad():
+        outputs = [forward.triton_forward(q, k, v, causal, scale) for _ in range(3)]
+    assert all(torch.equal(a, b) for other in outputs[1:] for a, b in zip(outputs[0], other))
+
+
+@hopper_only
+@pytest.mark.parametrize(
     "head_dim, causal, n, persistent",
     [
         (64, False, 2100, ("backward", "forward")),

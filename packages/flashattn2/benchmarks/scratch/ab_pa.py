@@ -17,14 +17,14 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-import gf3d  # noqa: E402
-import gf3d_pa  # noqa: E402
-import gf_pa  # noqa: E402
-from matrix import time_ms  # noqa: E402
+import gf3d
+import gf3d_pa
+import gf_pa
+from matrix import time_ms
 
-from flashattn2 import _hopper  # noqa: E402
-from flashattn2._gluon_forward import ALL_PAIRS_L2_SHARE, CAUSAL_HEAD_GROUP, HopperForward  # noqa: E402
-from flashattn2._launch import CompiledLaunch  # noqa: E402
+from flashattn2 import _hopper
+from flashattn2._gluon_forward import ALL_PAIRS_L2_SHARE, CAUSAL_HEAD_GROUP, HopperForward
+from flashattn2._launch import CompiledLaunch
 
 ROWS = 192
 BLOCK_N = 128

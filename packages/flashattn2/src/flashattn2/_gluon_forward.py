@@ -28,6 +28,8 @@ their K and V fit in half of L2. Where it runs:
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -47,7 +49,7 @@ from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, heaviest_first
 
-BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two
+BLOCK_M = gl.constexpr(64)  # query rows per consumer warpgroup; a program has two or three
 KEYS_PER_TILE = {64: 128, 128: 128, 256: 128}  # keys per K/V tile, by head dim
 # From this head dim the K/V ring has one slot and P V reads P from shared memory. At 256, two 128-key slots of K
 # and V (256 KB) do not fit beside Q (64 KB); one slot each with P's tiles (32 KB) does, and S, P and O of a
@@ -81,6 +83,14 @@ ALL_PAIRS_L2_SHARE = 1 / 2
 # head dim 128 from 4096 keys, 0.86-0.92x at 1024 and 2048, 0.96-1.01x at 64. At 256 a second Q buffer (64 KB)
 # does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
+# The register split of the three-consumer layout (THREE_CONSUMER_THRESHOLDS): registers per thread of the 8-warp
+# consumer and of the 4-warp loader; the 4-warp consumer of the default partition gets the rest (160). With 152 for
+# the 8-warp consumer (144 left): 0.99-1.03x the time (benchmarks/NOTES.md, v129, v149).
+WIDE_CONSUMER_REGISTERS = gl.constexpr(144)
+WIDE_LOADER_REGISTERS = gl.constexpr(64)
+# The mbarrier arrays whose byte offsets in shared memory the three-consumer kernel takes as arguments, as they are
+# initialized: after q_bar, each array's barriers in turn (settle_barriers reads them from the PTX in this order).
+BARRIER_ARRAYS = ("q_bar", "q_empty", "k_ready", "v_ready", "k_empty", "v_empty")
 
 
 @gluon.constexpr_function
@@ -113,17 +123,64 @@ def persistent(head_dim):
 
 
 @gluon.constexpr_function
-def _accumulator_layout(columns):
-    """The register layout of a warpgroup product's fp32 accumulator of BLOCK_M rows and ``columns`` columns."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])
+def _accumulator_layout(columns, rows=BLOCK_M.value):
+    """The register layout of a product's fp32 accumulator of ``rows`` rows (BLOCK_M per warpgroup of the
+    consumer) and ``columns`` columns."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[rows // 16, 1], instr_shape=[16, columns, 16])
+
+
+@gluon.constexpr_function
+def item_rows(three_consumers):
+    """Query rows of a work item: BLOCK_M per consumer warpgroup."""
+    return BLOCK_M.value * (3 if three_consumers else 2)
 
 
 @gluon.jit
-def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
-    """How many key tiles of BLOCK_N keys the program of query tile ``m_tile`` (2 x BLOCK_M rows) visits."""
+def _per_thread(value, WARPS: gl.constexpr):
+    """``value`` (int32) once in each thread of a partition of WARPS warps: an operand of per-thread inline PTX."""
+    return gl.full([32 * WARPS], value, gl.int32, gl.BlockedLayout([1], [32], [WARPS], [0]))
+
+
+@gluon.jit
+def _warp_wait(barrier_at, phase, WARPS: gl.constexpr):
+    """Each warp of the partition waits for the mbarrier at byte ``barrier_at`` of the kernel's shared memory to
+    complete phase ``phase``: Gluon's ``mbarrier.wait`` without the partition-wide ``bar.sync`` Gluon 3.6 puts
+    before it, so that the warpgroups of one partition do not move in step."""
+    gl.inline_asm_elementwise(
+        "{ .reg .pred done; .reg .b32 at; mov.b32 at, global_smem; add.u32 at, at, $1; "
+        "waitLoop: mbarrier.try_wait.parity.shared::cta.b64 done, [at], $2; @!done bra.uni waitLoop; "
+        "mov.b32 $0, 0; }",
+        "=r,r,r",
+        [_per_thread(barrier_at, WARPS), _per_thread(phase, WARPS)],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@gluon.jit
+def _warp_arrive(barrier_at, WARPS: gl.constexpr):
+    """Lane 0 of each warp of the partition arrives on the mbarrier at byte ``barrier_at`` of the kernel's shared
+    memory, once the warp's lanes are done (one arrival per warp): Gluon's ``mbarrier.arrive`` is one arrival
+    per partition, after a partition-wide ``bar.sync``."""
+    gl.inline_asm_elementwise(
+        "{ .reg .pred first; .reg .b32 at, lane; mov.u32 lane, %laneid; setp.eq.u32 first, lane, 0; "
+        "mov.b32 at, global_smem; add.u32 at, at, $1; bar.warp.sync -1; "
+        "@first mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
+        "=r,r",
+        [_per_thread(barrier_at, WARPS)],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@gluon.jit
+def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, ITEM_ROWS: gl.constexpr):
+    """How many key tiles of BLOCK_N keys the item of query tile ``m_tile`` (ITEM_ROWS rows) visits."""
     tiles = gl.cdiv(n_ctx, BLOCK_N)
-    if CAUSAL:  # the program's rows see keys up to its last row
-        tiles = gl.minimum(tiles, gl.cdiv((m_tile + 1) * 2 * BLOCK_M, BLOCK_N))
+    if CAUSAL:  # the item's rows see keys up to its last row
+        tiles = gl.minimum(tiles, gl.cdiv((m_tile + 1) * ITEM_ROWS, BLOCK_N))
     return tiles
 
 
@@ -163,18 +220,25 @@ def _item_at(t, schedule, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Query tile ``m_tile`` of (batch ``b``, head ``h``): its Q rows into Q buffer ``q_buffer`` (two BLOCK_M-row
-    halves, ready on ``q_bar``), then K and V of each key tile it visits into the ring, from ring step ``base`` on
-    (2 bytes per element). Returns the ring step after the item's."""
-    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
+    """Query tile ``m_tile`` of (batch ``b``, head ``h``): its Q rows into Q buffer ``q_buffer`` of each consumer
+    (the first consumer's rows, then the last BLOCK_M, ready on ``q_bar``), then K and V of each key tile it
+    visits into the ring, from ring step ``base`` on (2 bytes per element). Returns the ring step after the
+    item's."""
+    q_descs, k_desc, v_desc, q_smems, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
+    q_first_desc, q_last_desc = q_descs
+    q_first, q_last = q_smems
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
+    FIRST_ROWS: gl.constexpr = q_first.shape[1]
+    ITEM_ROWS: gl.constexpr = FIRST_ROWS + BLOCK_M
     hk = h // group
-    mbarrier.expect(q_bar, 2 * BLOCK_M * HEAD_DIM * 2)
-    for w in gl.static_range(2):
-        q_half = q_smem.index(2 * q_buffer + w).reshape([1, 1, BLOCK_M, HEAD_DIM])
-        tma.async_copy_global_to_shared(q_desc, [b, h, (2 * m_tile + w) * BLOCK_M, 0], q_bar, q_half)
-    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
+    mbarrier.expect(q_bar, ITEM_ROWS * HEAD_DIM * 2)
+    r0 = m_tile * ITEM_ROWS
+    q_rows = q_first.index(q_buffer).reshape([1, 1, FIRST_ROWS, HEAD_DIM])
+    tma.async_copy_global_to_shared(q_first_desc, [b, h, r0, 0], q_bar, q_rows)
+    q_rows = q_last.index(q_buffer).reshape([1, 1, BLOCK_M, HEAD_DIM])
+    tma.async_copy_global_to_shared(q_last_desc, [b, h, r0 + FIRST_ROWS, 0], q_bar, q_rows)
+    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N, ITEM_ROWS)
     for j in range(n_kv):
         slot = (base + j) % STAGES
         phase = (((base + j) // STAGES) & 1) ^ 1
@@ -248,35 +312,42 @@ def _steps_in_turn(
     n_kv,
     base,
     softmax_args,
+    warp_sync,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr,
+    PER_WARP_SYNC: gl.constexpr,
 ):
     """The ``n_kv`` key tiles of one consumer's item, from ring step ``base`` on, each step's products in turn: S,
     its softmax, P V; a ring slot is released (on ``kv_empty``) once its P V is done. Returns O's unnormalized
-    accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``), the row sums and row maxima (base 2) of P, with every product
-    complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as :func:`_softmax` takes
-    them."""
+    accumulator (fp32, ``(ROWS, HEAD_DIM)``, ROWS the rows of ``q``), the row sums and row maxima (base 2) of P,
+    with every product complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as
+    :func:`_softmax` takes them. With PER_WARP_SYNC each warp waits and arrives on its own (:func:`_warp_wait`,
+    :func:`_warp_arrive`) on the barriers at the byte addresses ``warp_sync`` (the first K ready, V ready and
+    ``kv_empty`` barrier)."""
     k_smem, v_smem, k_ready, v_ready = ring
+    k_ready_at, v_ready_at, kv_empty_at = warp_sync
     STAGES: gl.constexpr = k_smem.shape[0]
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    ROWS: gl.constexpr = q.shape[0]
+    WARPS: gl.constexpr = ROWS // 16
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N, ROWS)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM, ROWS)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH)
+    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH, ROWS)
     p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q.dtype
     MMA_ROW_SUMS: gl.constexpr = HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM
 
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
+    zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
     if MMA_ROW_SUMS:  # running row sums, in ONES_WIDTH equal columns
-        l_i = warpgroup_mma_init(gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout))
+        l_i = warpgroup_mma_init(gl.zeros([ROWS, ONES_WIDTH], gl.float32, sums_layout))
     else:
-        l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
-    acc = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout))
+        l_i = gl.zeros([ROWS], gl.float32, row_layout)
+    acc = warpgroup_mma_init(gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout))
     for j in range(n_kv):
         slot = (base + j) % STAGES
         # The previous tile's P V (and row sums): its slot is free.
@@ -284,9 +355,15 @@ def _steps_in_turn(
             acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        if j > 0:
-            mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
-        mbarrier.wait(k_ready.index(slot), ((base + j) // STAGES) & 1)
+        phase = ((base + j) // STAGES) & 1
+        if PER_WARP_SYNC:
+            if j > 0:
+                _warp_arrive(kv_empty_at + 8 * ((base + j - 1) % STAGES), WARPS)
+            _warp_wait(k_ready_at + 8 * slot, phase, WARPS)
+        else:
+            if j > 0:
+                mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
+            mbarrier.wait(k_ready.index(slot), phase)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
@@ -299,14 +376,21 @@ def _steps_in_turn(
         if MMA_ROW_SUMS:
             p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
-        mbarrier.wait(v_ready.index(slot), ((base + j) // STAGES) & 1)
+        if PER_WARP_SYNC:
+            _warp_wait(v_ready_at + 8 * slot, phase, WARPS)
+        else:
+            mbarrier.wait(v_ready.index(slot), phase)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
     if MMA_ROW_SUMS:
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     else:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))  # the last slot, free for a next item
+    # the last slot, free for a next item
+    if PER_WARP_SYNC:
+        _warp_arrive(kv_empty_at + 8 * ((base + n_kv - 1) % STAGES), WARPS)
+    else:
+        mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))
     return acc, l_i, m_i
 
 
@@ -422,6 +506,7 @@ def _steps_p_shared(
 @gluon.jit
 def _consume_item(
     consumer_args,
+    o_desc,
     q,
     q_bar,
     q_phase,
@@ -432,31 +517,35 @@ def _consume_item(
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    WARPGROUP: gl.constexpr,
+    ROW_OFFSET: gl.constexpr,
+    THREE_CONSUMERS: gl.constexpr,
 ):
-    """Query rows ``[(2 * m_tile + WARPGROUP) * BLOCK_M, +BLOCK_M)`` of (batch ``b``, head ``h``), their Q tile in
-    ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA, through
-    ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store has read ``q``.
-    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
-    o_desc, lse_ptr, operand_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
-        consumer_args
+    """Query rows ``[m_tile * ITEM_ROWS + ROW_OFFSET, +ROWS)`` of (batch ``b``, head ``h``), ROWS those of their
+    Q tile ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA with
+    ``o_desc``, through ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store
+    has read ``q``. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    lse_ptr, operand_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
+        consumer_args[:-1]
     )
+    barriers_at = consumer_args[-1]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    ROWS: gl.constexpr = q.shape[0]
+    ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N, ROWS)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM, ROWS)
     dtype: gl.constexpr = q.dtype
 
-    r0 = (2 * m_tile + WARPGROUP) * BLOCK_M
-    rows = r0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    r0 = m_tile * ITEM_ROWS + ROW_OFFSET
+    rows = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N)
+    n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N, ITEM_ROWS)
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
     masked_from = r0 // BLOCK_N if CAUSAL else n_ctx // BLOCK_N
     mbarrier.wait(q_bar, q_phase)
     ring = (k_smem, v_smem, k_ready, v_ready)
     softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
     if HEAD_DIM >= P_SHARED_HEAD_DIM:
-        p_smem = operand_smem.index(WARPGROUP)
+        p_smem = operand_smem.index(ROW_OFFSET // BLOCK_M)
         acc, l_i, m_i = _steps_p_shared(
             q, ring, k_empty, v_empty, p_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
@@ -465,15 +554,28 @@ def _consume_item(
             q, ring, k_empty, v_empty, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
     else:  # v_empty releases a whole slot
+        _, k_ready_at, v_ready_at, v_empty_at = barriers_at
         acc, l_i, m_i = _steps_in_turn(
-            q, ring, v_empty, operand_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
+            q,
+            ring,
+            v_empty,
+            operand_smem,
+            n_kv,
+            base,
+            softmax_args,
+            (k_ready_at, v_ready_at, v_empty_at),
+            CAUSAL,
+            NEGATIVE_SCALE,
+            HEAD_DIM,
+            BLOCK_N,
+            THREE_CONSUMERS,
         )
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
-    o_smem = q  # every S of this warpgroup is done: its Q tile is free
+    o_smem = q  # every S of this consumer is done: its Q tile is free
     o_smem.store(o.to(dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, BLOCK_M, HEAD_DIM]))
+    tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, ROWS, HEAD_DIM]))
     tma.store_wait(pendings=0)
     return base + n_kv
 
@@ -481,6 +583,7 @@ def _consume_item(
 @gluon.jit
 def _consumer(
     consumer_args,
+    o_desc,
     q_smem,
     q_bar,
     q_empty,
@@ -488,19 +591,21 @@ def _consumer(
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    WARPGROUP: gl.constexpr,
+    ROW_OFFSET: gl.constexpr,
+    THREE_CONSUMERS: gl.constexpr,
 ):
-    """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: this warpgroup's
-    BLOCK_M rows of each. A persistent program releases an item's Q buffer (on ``q_empty``) once its O is
-    stored."""
+    """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: this consumer's
+    rows of each, from ROW_OFFSET on, their Q tiles in ``q_smem`` (one per Q buffer). A persistent program
+    releases an item's Q buffer (on ``q_empty``) once its O is stored; with three consumers each warp arrives
+    on its own (:func:`_warp_arrive`)."""
     if persistent(HEAD_DIM):
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
             b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
-            q = q_smem.index(2 * buf + WARPGROUP)
             base = _consume_item(
                 consumer_args,
-                q,
+                o_desc,
+                q_smem.index(buf),
                 q_bar.index(buf),
                 q_phase,
                 b,
@@ -510,21 +615,43 @@ def _consumer(
                 CAUSAL,
                 NEGATIVE_SCALE,
                 HEAD_DIM,
-                WARPGROUP,
+                ROW_OFFSET,
+                THREE_CONSUMERS,
             )
-            mbarrier.arrive(q_empty.index(buf))
+            if THREE_CONSUMERS:
+                q_empty_at = consumer_args[-1][0]
+                _warp_arrive(q_empty_at + 8 * buf, q_smem.shape[1] // 16)
+            else:
+                mbarrier.arrive(q_empty.index(buf))
     else:  # one item
         b, h, m_tile = schedule
-        q = q_smem.index(WARPGROUP)
-        _consume_item(consumer_args, q, q_bar.index(0), 0, b, h, m_tile, 0, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, WARPGROUP)
+        q = q_smem.index(0)
+        _consume_item(
+            consumer_args,
+            o_desc,
+            q,
+            q_bar.index(0),
+            0,
+            b,
+            h,
+            m_tile,
+            0,
+            CAUSAL,
+            NEGATIVE_SCALE,
+            HEAD_DIM,
+            ROW_OFFSET,
+            False,
+        )
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=["q_empty_at", "k_ready_at", "v_ready_at", "v_empty_at"])
 def _hopper_forward_kernel(
-    q_desc,
+    q_first_desc,
+    q_last_desc,
     k_desc,
     v_desc,
-    o_desc,
+    o_first_desc,
+    o_last_desc,
     lse_ptr,
     schedule_table,
     items,
@@ -533,14 +660,24 @@ def _hopper_forward_kernel(
     n_ctx,
     head_group,
     qk_scale_log2,
+    q_empty_at,
+    k_ready_at,
+    v_ready_at,
+    v_empty_at,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr,
+    THREE_CONSUMERS: gl.constexpr,
 ):
-    # A work item is a query tile of 2 x BLOCK_M rows of a (batch, head); items are numbered by (batch, head) and
-    # then by query tile, or causal ones in their launch order (_launch_order_item).
-    q_tiles = gl.cdiv(n_ctx, 2 * BLOCK_M)
+    # A work item is a query tile of ITEM_ROWS rows of a (batch, head); items are numbered by (batch, head) and
+    # then by query tile, or causal ones in their launch order (_launch_order_item). The first consumer takes an
+    # item's first FIRST_ROWS rows, the last consumer its last BLOCK_M; q_first_desc and o_first_desc move
+    # FIRST_ROWS rows, q_last_desc and o_last_desc BLOCK_M. q_empty_at ... v_empty_at: the byte offsets in shared
+    # memory of those mbarrier arrays, as compiled (settle_barriers); only three consumers read them.
+    ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
+    FIRST_ROWS: gl.constexpr = ITEM_ROWS - BLOCK_M
+    q_tiles = gl.cdiv(n_ctx, ITEM_ROWS)
     pid = gl.program_id(0)
     if persistent(HEAD_DIM):
         # Non-causal: program p takes items p, p + grid, ... in turn; neighbouring programs share a head's K and V
@@ -554,11 +691,14 @@ def _hopper_forward_kernel(
             m_tile = pid % q_tiles
             bh = pid // q_tiles
         schedule = (bh // heads, bh % heads, m_tile)
-    Q_BUFFERS: gl.constexpr = 2 if persistent(HEAD_DIM) else 1  # a buffer holds both consumers' rows
-    dtype: gl.constexpr = q_desc.dtype
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    Q_BUFFERS: gl.constexpr = 2 if persistent(HEAD_DIM) else 1
+    gl.static_assert(not THREE_CONSUMERS or HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM)  # the in-turn steps, persistent
+    dtype: gl.constexpr = q_first_desc.dtype
+    q_first_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([FIRST_ROWS, HEAD_DIM], dtype)
+    q_last_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [2 * Q_BUFFERS, BLOCK_M, HEAD_DIM], q_layout)
+    q_first = gl.allocate_shared_memory(dtype, [Q_BUFFERS, FIRST_ROWS, HEAD_DIM], q_first_layout)
+    q_last = gl.allocate_shared_memory(dtype, [Q_BUFFERS, BLOCK_M, HEAD_DIM], q_last_layout)
     STAGES: gl.constexpr = ring_slots(HEAD_DIM)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
@@ -568,14 +708,21 @@ def _hopper_forward_kernel(
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    # Arrivals that free a buffer: one per consumer, or with three consumers one per consumer warp. The inits run
+    # in BARRIER_ARRAYS' order.
+    RELEASES: gl.constexpr = 3 * NUM_WARPS if THREE_CONSUMERS else 2
     for i in gl.static_range(Q_BUFFERS):
         mbarrier.init(q_bar.index(i), count=1)
-        mbarrier.init(q_empty.index(i), count=2)  # both consumers
+    for i in gl.static_range(Q_BUFFERS):
+        mbarrier.init(q_empty.index(i), count=RELEASES)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
+    for i in gl.static_range(STAGES):
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # both consumers
-        mbarrier.init(v_empty.index(i), count=2)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_empty.index(i), count=RELEASES)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(v_empty.index(i), count=RELEASES)
     # The consumers' operand tile in shared memory: the ones tile of the row sums' product, or each consumer's P.
     if HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM:
         ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_WIDTH, BLOCK_N], dtype)
@@ -591,7 +738,6 @@ def _hopper_forward_kernel(
     # Arguments shared by partitions that differ only in a constexpr, packed once. The constexprs are passed
     # beside the tuple: Gluon 3.6 hands a tuple built in the kernel to the partitions as run-time values.
     consumer_args = (
-        o_desc,
         lse_ptr,
         operand_smem,
         k_smem,
@@ -603,17 +749,60 @@ def _hopper_forward_kernel(
         heads,
         n_ctx,
         qk_scale_log2,
+        (q_empty_at, k_ready_at, v_ready_at, v_empty_at),
     )
-    loader_args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx)
-    gl.warp_specialize(
-        [
-            (_consumer, (consumer_args, q_smem, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0)),
-            (_consumer, (consumer_args, q_smem, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1)),
-            (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
-        ],
-        [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
-        [240, loader_registers(HEAD_DIM)],  # registers per thread of those partitions
+    loader_args = (
+        (q_first_desc, q_last_desc),
+        k_desc,
+        v_desc,
+        (q_first, q_last),
+        k_smem,
+        v_smem,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        group,
+        n_ctx,
     )
+    if THREE_CONSUMERS:
+        # The last consumer (one warpgroup) as the default partition, the first (two) and a 4-warp loader as
+        # workers: with the 8-warp consumer as the default partition ptxas serializes the products (v129).
+        gl.warp_specialize(
+            [
+                (
+                    _consumer,
+                    (consumer_args, o_last_desc, q_last, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
+                     FIRST_ROWS, True),
+                ),
+                (
+                    _consumer,
+                    (consumer_args, o_first_desc, q_first, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
+                     0, True),
+                ),
+                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
+            ],
+            [2 * NUM_WARPS, NUM_WARPS],
+            [WIDE_CONSUMER_REGISTERS, WIDE_LOADER_REGISTERS],
+        )
+    else:
+        gl.warp_specialize(
+            [
+                (
+                    _consumer,
+                    (consumer_args, o_first_desc, q_first, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
+                     0, False),
+                ),
+                (
+                    _consumer,
+                    (consumer_args, o_last_desc, q_last, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
+                     FIRST_ROWS, False),
+                ),
+                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
+            ],
+            [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
+            [240, loader_registers(HEAD_DIM)],  # registers per thread of those partitions
+        )
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
@@ -653,21 +842,57 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
     return _hopper.reaches(THRESHOLDS[(q_shape[3], causal)], q_shape)
 
 
-def causal_schedule(items: int, q_tiles: int, programs: int, head_group: int) -> list[int]:
+# Where the head-dim-64 forward runs three consumers (192-row items, FlashAttention-3's head-dim-64 tile; Shah et al.
+# 2024, arXiv:2407.08608) instead of two, by mask: (fewest keys, fewest scores) pairs as THRESHOLDS'. Against two on
+# an H100, CUDA-graph replays (benchmarks/NOTES.md, v149): causal 0.92-0.99x the time at six shapes from
+# (1, 16, 8192) to (1, 8, 32768), 1.01-1.06x at (4, 16, 4096), (2, 16, 4096) and (16, 16, 2048); non-causal
+# 0.92-0.95x at four shapes from (8, 16, 2048) to (1, 16, 16384), 1.02x at (16, 16, 1024).
+THREE_CONSUMER_THRESHOLDS = {True: ((8192, 0),), False: ((2048, 0),)}
+
+
+def three_consumers(q_shape, causal: bool) -> bool:
+    """Whether a layout that :func:`hopper_forward_applies` takes runs three consumer warpgroups per program."""
+    return q_shape[3] <= MMA_ROW_SUMS_MAX_HEAD_DIM.value and _hopper.reaches(THREE_CONSUMER_THRESHOLDS[causal], q_shape)
+
+
+def causal_schedule(
+    items: int, q_tiles: int, programs: int, head_group: int, rows: int = 128, keys: int | None = None
+) -> list[int]:
     """The causal work items of persistent programs, as their kernel reads them (:func:`_hopper.deal_in_order`'s
     table of item numbers in the launch order of :func:`_launch_order_item`, heaviest first in groups of
-    ``head_group`` pairs). Each item costs its key tiles and one more for its fill and drain; on 132 programs
-    the busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at (8, 16, 2048). A program's
+    ``head_group`` pairs), for items of ``rows`` query rows over ``keys`` keys per sequence (``q_tiles * rows``
+    when ``None``). Each item costs its key tiles and one more for its fill and drain; on 132 programs the
+    busiest carries 1.002x the mean at (4, 16, 4096) and (1, 16, 16384), 1.04x at (8, 16, 2048). A program's
     items follow the launch order, so programs running at the same time share K and V in L2."""
     pairs = items // q_tiles
+    block_n = KEYS_PER_TILE[64]  # every head dim's
+    key_tiles = triton.cdiv(q_tiles * rows if keys is None else keys, block_n)
 
     def cost(idx: int) -> int:
-        # the query tile of item idx, as _launch_order_item computes it; it visits query_tile + 1 key tiles
+        # the query tile of item idx, as _launch_order_item computes it, and the key tiles it visits (_key_tiles)
         first = idx // (head_group * q_tiles) * head_group
         query_tile = q_tiles - 1 - (idx - first * q_tiles) // min(pairs - first, head_group)
-        return query_tile + 2
+        return min(triton.cdiv((query_tile + 1) * rows, block_n), key_tiles) + 1
 
     return _hopper.deal_in_order(map(cost, range(items)), programs)
+
+
+def settle_barriers(kernel, scalars: tuple) -> tuple:
+    """The launch scalars of a compiled three-consumer kernel: ``scalars`` with the last four set to the byte
+    offsets in shared memory of its q_empty, k_ready, v_ready and v_empty barriers, as its PTX initializes them
+    (:func:`flashattn2._hopper.mbarrier_offsets`, in BARRIER_ARRAYS' order): the consumers reach them from inline
+    PTX (:func:`_warp_wait`, :func:`_warp_arrive`)."""
+    offsets = _hopper.mbarrier_offsets(kernel.asm["ptx"])
+    q_buffers, stages = 2, ring_slots(64)  # a persistent head-dim-64 kernel's
+    sizes = [q_buffers, q_buffers, stages, stages, stages, stages]
+    if len(offsets) != sum(sizes):
+        raise RuntimeError(f"flashattn2: the Hopper forward initializes {len(offsets)} mbarriers, not {sum(sizes)}")
+    first = dict(zip(BARRIER_ARRAYS, itertools.accumulate(sizes, initial=0)))
+    for name, size in zip(BARRIER_ARRAYS, sizes):
+        array = offsets[first[name] : first[name] + size]
+        if array != list(range(array[0], array[0] + 8 * size, 8)):
+            raise RuntimeError(f"flashattn2: the Hopper forward's {name} barriers are not adjacent: {array}")
+    return (*scalars[:-4], *(offsets[first[name]] for name in ("q_empty", "k_ready", "v_ready", "v_empty")))
 
 
 class HopperForward:
@@ -682,7 +907,9 @@ class HopperForward:
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
         block_n = KEYS_PER_TILE[head_dim]
-        q_tiles = triton.cdiv(n, 2 * BLOCK_M.value)  # of 2 x BLOCK_M rows
+        self.three_consumers = persistent(head_dim) and three_consumers(q_shape, causal)
+        rows = item_rows(self.three_consumers)
+        q_tiles = triton.cdiv(n, rows)
         self.items = q_tiles * batch * heads
         if persistent(head_dim):  # one program per multiprocessor (of an MPS client's share), at most
             self.grid = (min(self.items, _hopper.usable_multiprocessors(device)),)
@@ -695,32 +922,46 @@ class HopperForward:
             self.head_group = causal_head_group(
                 causal, batch * heads, kv_bytes, ALL_PAIRS_L2_SHARE, device, CAUSAL_HEAD_GROUP
             )
-            self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group)
+            self.schedule_table = causal_schedule(self.items, q_tiles, self.grid[0], self.head_group, rows, n)
         self.schedule_device = None
         self.kernel = CompiledLaunch(
             _hopper_forward_kernel,
             (*self.grid, 1, 1),
-            (self.items, heads, heads // k_shape[1], n, self.head_group, softmax_scale * LOG2_E),
-            {"CAUSAL": causal, "NEGATIVE_SCALE": softmax_scale < 0, "HEAD_DIM": head_dim, "BLOCK_N": block_n},
+            # the last four, the barriers' offsets, are settled once compiled (settle_barriers)
+            (self.items, heads, heads // k_shape[1], n, self.head_group, softmax_scale * LOG2_E, 0, 0, 0, 0),
+            {
+                "CAUSAL": causal,
+                "NEGATIVE_SCALE": softmax_scale < 0,
+                "HEAD_DIM": head_dim,
+                "BLOCK_N": block_n,
+                "THREE_CONSUMERS": self.three_consumers,
+            },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
-            Tile(2 * BLOCK_M.value, block_n, NUM_WARPS.value, 1),
+            Tile(rows, block_n, NUM_WARPS.value, 1),
             device,
+            settle=settle_barriers if self.three_consumers else None,
         )
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
-        q_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, block_n, head_dim]
-        q_layout = gl.NVMMASharedLayout.get_default_for(q_block, element)
+        first_block = [1, 1, rows - BLOCK_M.value, head_dim]
+        last_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, block_n, head_dim]
+        first_layout = gl.NVMMASharedLayout.get_default_for(first_block, element)
+        last_layout = gl.NVMMASharedLayout.get_default_for(last_block, element)
         kv_layout = gl.NVMMASharedLayout.get_default_for(kv_block, element)
-        self.descriptors = (  # of q, k, v and out
-            TmaDescriptor(q_block, q_layout),
-            TmaDescriptor(kv_block, kv_layout),
-            TmaDescriptor(kv_block, kv_layout),
-            TmaDescriptor(q_block, q_layout),
-        )
+        # of q and out: the first consumer's rows, then the last BLOCK_M (the same block with two consumers)
+        self.q_descriptors = (TmaDescriptor(first_block, first_layout), TmaDescriptor(last_block, last_layout))
+        self.out_descriptors = (TmaDescriptor(first_block, first_layout), TmaDescriptor(last_block, last_layout))
+        self.kv_descriptors = (TmaDescriptor(kv_block, kv_layout), TmaDescriptor(kv_block, kv_layout))
         self.launched = False  # set once a call has compiled and launched the kernel
 
     def __call__(self, q, k, v, out, lse) -> None:
         if self.schedule_device is None:
             self.schedule_device = _hopper.schedule_tensor(self.schedule_table, q.device)
-        describe_q, describe_k, describe_v, describe_out = self.descriptors
-        self.kernel(describe_q(q), describe_k(k), describe_v(v), describe_out(out), lse, self.schedule_device)
+        (describe_q, describe_q_last), (describe_k, describe_v) = self.q_descriptors, self.kv_descriptors
+        describe_out, describe_out_last = self.out_descriptors
+        q_first, out_first = describe_q(q), describe_out(out)
+        if self.three_consumers:
+            q_last, out_last = describe_q_last(q), describe_out_last(out)
+        else:
+            q_last, out_last = q_first, out_first
+        self.kernel(q_first, q_last, describe_k(k), describe_v(v), out_first, out_last, lse, self.schedule_device)
         self.launched = True
