@@ -205,7 +205,7 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
     [
         (torch.bfloat16, True, (2, 4, 1000, 64), (2, 2, 1000, 64), None),
         (torch.float16, False, (1, 3, 2100, 64), (1, 1, 2100, 64), None),
-        (torch.bfloat16, True, (1, 2, 385, 64), (1, 2, 385, 64), -0.3),
+        (torch.bfloat16, True, (1, 2, 1000, 64), (1, 2, 1000, 64), -0.3),
         # more (batch, head) pairs than the causal schedule interleaves at once
         (torch.bfloat16, True, (2, 5, 1000, 64), (2, 5, 1000, 64), None),
     ],
@@ -214,8 +214,9 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     hopper_at_small_shapes, monkeypatch, dtype, causal, q_shape, kv_shape, scale
 ):
-    # 192-row items (the last one ragged), whose consumer warps wait and arrive on the barriers on their own;
-    # grouped-query heads, a negative scale. Forward outputs bitwise equal when repeated.
+    # 192-row items (the last one ragged: at 1000 rows the 4-warp consumer's rows of it all past the end), whose
+    # consumer warps wait and arrive on the barriers on their own; grouped-query heads, a negative scale. Forward
+    # outputs bitwise equal when repeated.
     import flashattn2._gluon_forward as hopper_forward
 
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", {True: ((0, 0),), False: ((0, 0),)})
