@@ -1,29 +1,29 @@
-"""The Hopper forward, written in Gluon: two consumer warpgroups that drift apart, fed by a loader warp.
+"""The Hopper forward, written in Gluon: two or three consumer warpgroups that drift apart, fed by a loader.
 
-A work item is a tile of 128 query rows of one (batch, head). A program takes one
-(head dim 256) or several in turn (head dims 64 and 128: persistent, one program
-per multiprocessor; causal items are assigned on the host by
+A work item is a tile of 128 query rows of one (batch, head), or 192 at head dim 64 on long sequences
+(:data:`THREE_CONSUMER_THRESHOLDS`). A program takes one (head dim 256) or several in turn (head dims 64 and
+128: persistent, one program per multiprocessor; causal items are assigned on the host by
 :func:`causal_schedule`) and runs three partitions:
 
-- a loader warp brings an item's Q tile, then K and V tiles of 128 keys by TMA
-  into a two-slot ring (one slot at head dim 256); a persistent program has two
-  Q buffers, so the next item's Q arrives while the consumers finish this one,
-  and its ring runs on from one item to the next;
-- two consumer warpgroups, each its own partition, own 64 query rows each and run
-  ``S = Q K^T``, the online softmax (base 2, the scale folded into the exponent's
-  argument) and ``O += P V`` with P from registers (from shared memory at head
-  dim 256), then store O by TMA and L.
+- a loader (one warp, four with three consumers) brings an item's Q tile, then K and V tiles of 128 keys by TMA
+  into a two-slot ring (one slot at head dim 256); a persistent program has two Q buffers, so the next item's Q
+  arrives while the consumers finish this one, and its ring runs on from one item to the next;
+- two consumers, each its own partition: two warpgroups of 64 query rows each, or one of 64 rows beside an
+  8-warp consumer of 128 (three warpgroups: FlashAttention-3's head-dim-64 tile). Each runs ``S = Q K^T``, the
+  online softmax (base 2, the scale folded into the exponent's argument) and ``O += P V`` with P from registers
+  (from shared memory at head dim 256), then stores O by TMA and L.
   At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``. At head dim
   128 each consumer issues the next tile's S before this tile's P V and runs the
   next softmax while P V does (FlashAttention-3's intra-warpgroup overlap).
 
-Nothing keeps the two warpgroups in step (they meet only on the ring's slots), so
-one's softmax runs while the other's products use the tensor cores: the effect of
-FlashAttention-3's ping-pong scheduling (Shah et al. 2024, arXiv:2407.08608) without
-its ordering barriers. Causal items run the query tiles that see the most keys
-first, over a few (batch, head) pairs at a time, or over all of them where
-their K and V fit in half of L2. Where it runs:
-:func:`hopper_forward_applies`.
+Nothing keeps the warpgroups in step (they meet only on the ring's slots), so one's softmax runs while another's
+products use the tensor cores: the effect of FlashAttention-3's ping-pong scheduling (Shah et al. 2024,
+arXiv:2407.08608) without its ordering barriers. Gluon 3.6 puts a partition-wide ``bar.sync`` before each
+mbarrier wait and arrive, which would hold the 8-warp consumer's two warpgroups in step; with three consumers
+every consumer warp waits and arrives on its own, in inline PTX (:func:`_warp_wait`, :func:`_warp_arrive`) that
+reaches the barriers at the shared-memory offsets read from the compiled kernel (:func:`settle_barriers`). Causal
+items run the query tiles that see the most keys first, over a few (batch, head) pairs at a time, or over all of
+them where their K and V fit in half of L2. Where it runs: :func:`hopper_forward_applies`.
 """
 
 from __future__ import annotations
@@ -844,10 +844,11 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
 
 # Where the head-dim-64 forward runs three consumers (192-row items, FlashAttention-3's head-dim-64 tile; Shah et al.
 # 2024, arXiv:2407.08608) instead of two, by mask: (fewest keys, fewest scores) pairs as THRESHOLDS'. Against two on
-# an H100, CUDA-graph replays (benchmarks/NOTES.md, v149): causal 0.92-0.99x the time at six shapes from
-# (1, 16, 8192) to (1, 8, 32768), 1.01-1.06x at (4, 16, 4096), (2, 16, 4096) and (16, 16, 2048); non-causal
-# 0.92-0.95x at four shapes from (8, 16, 2048) to (1, 16, 16384), 1.02x at (16, 16, 1024).
-THREE_CONSUMER_THRESHOLDS = {True: ((8192, 0),), False: ((2048, 0),)}
+# an H100, CUDA-graph replays (benchmarks/NOTES.md, v149-v151): causal 0.92-0.98x the time at twelve shapes from
+# (2, 5, 5000) and (2, 16, 5120) to (1, 8, 32768), 1.00-1.06x at (4, 16, 4096), (2, 16, 4096) and (16, 16, 2048);
+# non-causal 0.92-0.97x at five shapes from (16, 16, 1536) to (1, 16, 16384), 1.02-1.06x at (16, 16, 1024) and
+# (32, 16, 1024).
+THREE_CONSUMER_THRESHOLDS = {True: ((5000, 0),), False: ((1536, 0),)}
 
 
 def three_consumers(q_shape, causal: bool) -> bool:
