@@ -1039,8 +1039,10 @@ def test_the_three_consumer_forward_settles_its_barrier_offsets_or_refuses(on_a_
     from flashattn2._gluon_forward import settle_barriers
 
     def kernel(offsets):
-        inits = "".join(f"\tadd.s32 %r{i + 10}, %r1, {o};\n\tmbarrier.init.shared::cta.b64 [%r{i + 10}], 1;\n"
-                        for i, o in enumerate(offsets))
+        inits = "".join(
+            f"\tadd.s32 %r{i + 10}, %r1, {o};\n\tmbarrier.init.shared::cta.b64 [%r{i + 10}], 1;\n"
+            for i, o in enumerate(offsets)
+        )
         return types.SimpleNamespace(asm={"ptx": "\tmov.b32 %r1, global_smem;\n" + inits})
 
     # q_bar, q_empty, k_ready, v_ready, k_empty, v_empty: two each, initialized in that order

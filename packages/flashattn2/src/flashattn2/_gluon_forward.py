@@ -692,7 +692,8 @@ def _hopper_forward_kernel(
             bh = pid // q_tiles
         schedule = (bh // heads, bh % heads, m_tile)
     Q_BUFFERS: gl.constexpr = 2 if persistent(HEAD_DIM) else 1
-    gl.static_assert(not THREE_CONSUMERS or HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM)  # the in-turn steps, persistent
+    # three consumers: the head-dim-64 steps (_steps_in_turn), in persistent programs (two Q buffers)
+    gl.static_assert(not THREE_CONSUMERS or HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM)
     dtype: gl.constexpr = q_first_desc.dtype
     q_first_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([FIRST_ROWS, HEAD_DIM], dtype)
     q_last_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
@@ -772,13 +773,35 @@ def _hopper_forward_kernel(
             [
                 (
                     _consumer,
-                    (consumer_args, o_last_desc, q_last, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
-                     FIRST_ROWS, True),
+                    (
+                        consumer_args,
+                        o_last_desc,
+                        q_last,
+                        q_bar,
+                        q_empty,
+                        schedule,
+                        CAUSAL,
+                        NEGATIVE_SCALE,
+                        HEAD_DIM,
+                        FIRST_ROWS,
+                        True,
+                    ),
                 ),
                 (
                     _consumer,
-                    (consumer_args, o_first_desc, q_first, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
-                     0, True),
+                    (
+                        consumer_args,
+                        o_first_desc,
+                        q_first,
+                        q_bar,
+                        q_empty,
+                        schedule,
+                        CAUSAL,
+                        NEGATIVE_SCALE,
+                        HEAD_DIM,
+                        0,
+                        True,
+                    ),
                 ),
                 (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
             ],
@@ -790,13 +813,35 @@ def _hopper_forward_kernel(
             [
                 (
                     _consumer,
-                    (consumer_args, o_first_desc, q_first, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
-                     0, False),
+                    (
+                        consumer_args,
+                        o_first_desc,
+                        q_first,
+                        q_bar,
+                        q_empty,
+                        schedule,
+                        CAUSAL,
+                        NEGATIVE_SCALE,
+                        HEAD_DIM,
+                        0,
+                        False,
+                    ),
                 ),
                 (
                     _consumer,
-                    (consumer_args, o_last_desc, q_last, q_bar, q_empty, schedule, CAUSAL, NEGATIVE_SCALE, HEAD_DIM,
-                     FIRST_ROWS, False),
+                    (
+                        consumer_args,
+                        o_last_desc,
+                        q_last,
+                        q_bar,
+                        q_empty,
+                        schedule,
+                        CAUSAL,
+                        NEGATIVE_SCALE,
+                        HEAD_DIM,
+                        FIRST_ROWS,
+                        False,
+                    ),
                 ),
                 (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
             ],
