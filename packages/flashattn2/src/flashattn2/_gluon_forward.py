@@ -83,11 +83,6 @@ ALL_PAIRS_L2_SHARE = 1 / 2
 # head dim 128 from 4096 keys, 0.86-0.92x at 1024 and 2048, 0.96-1.01x at 64. At 256 a second Q buffer (64 KB)
 # does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
-# The register split of the three-consumer layout (THREE_CONSUMER_THRESHOLDS): registers per thread of the 8-warp
-# consumer and of the 4-warp loader; the 4-warp consumer of the default partition gets the rest (160). With 152 for
-# the 8-warp consumer (144 left): 0.99-1.03x the time (benchmarks/NOTES.md, v129, v149).
-WIDE_CONSUMER_REGISTERS = gl.constexpr(144)
-WIDE_LOADER_REGISTERS = gl.constexpr(64)
 # The mbarrier arrays whose byte offsets in shared memory the three-consumer kernel takes as arguments, as they are
 # initialized: after q_bar, each array's barriers in turn (settle_barriers reads them from the PTX in this order).
 BARRIER_ARRAYS = ("q_bar", "q_empty", "k_ready", "v_ready", "k_empty", "v_empty")
@@ -104,6 +99,21 @@ def releases_k_first(head_dim):
     """Whether the consumers release a K slot once its S is done, before its V slot (where their steps issue
     S ahead of P V, or the ring has one slot); otherwise they release both once P V is done."""
     return head_dim >= OVERLAP_HEAD_DIM
+
+
+@gluon.constexpr_function
+def loader_warps(three_consumers):
+    """Warps of the loader's partition: one, or four beside three consumers (the arrangement v129 found that ptxas
+    compiles without serializing the products, benchmarks/NOTES.md)."""
+    return 4 if three_consumers else 1
+
+
+@gluon.constexpr_function
+def first_consumer_registers(three_consumers):
+    """Registers per thread of the first consumer's partition (the last consumer, the default partition, gets what
+    the workers leave of the register file). With three consumers the 8-warp first consumer takes 144 and leaves
+    the default 160; with 152 (144 left) the kernel took 0.98-1.05x the time (benchmarks/NOTES.md, v129, v149)."""
+    return 144 if three_consumers else 240
 
 
 @gluon.constexpr_function
@@ -766,88 +776,47 @@ def _hopper_forward_kernel(
         group,
         n_ctx,
     )
-    if THREE_CONSUMERS:
-        # The last consumer (one warpgroup) as the default partition, the first (two) and a 4-warp loader as
-        # workers: with the 8-warp consumer as the default partition ptxas serializes the products (v129).
-        gl.warp_specialize(
-            [
+    # The last consumer (one warpgroup) is the default partition, the first (one or two) and the loader are
+    # workers: with an 8-warp consumer as the default partition ptxas serializes the products (v129).
+    gl.warp_specialize(
+        [
+            (
+                _consumer,
                 (
-                    _consumer,
-                    (
-                        consumer_args,
-                        o_last_desc,
-                        q_last,
-                        q_bar,
-                        q_empty,
-                        schedule,
-                        CAUSAL,
-                        NEGATIVE_SCALE,
-                        HEAD_DIM,
-                        FIRST_ROWS,
-                        True,
-                    ),
+                    consumer_args,
+                    o_last_desc,
+                    q_last,
+                    q_bar,
+                    q_empty,
+                    schedule,
+                    CAUSAL,
+                    NEGATIVE_SCALE,
+                    HEAD_DIM,
+                    FIRST_ROWS,
+                    THREE_CONSUMERS,
                 ),
+            ),
+            (
+                _consumer,
                 (
-                    _consumer,
-                    (
-                        consumer_args,
-                        o_first_desc,
-                        q_first,
-                        q_bar,
-                        q_empty,
-                        schedule,
-                        CAUSAL,
-                        NEGATIVE_SCALE,
-                        HEAD_DIM,
-                        0,
-                        True,
-                    ),
+                    consumer_args,
+                    o_first_desc,
+                    q_first,
+                    q_bar,
+                    q_empty,
+                    schedule,
+                    CAUSAL,
+                    NEGATIVE_SCALE,
+                    HEAD_DIM,
+                    0,
+                    THREE_CONSUMERS,
                 ),
-                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
-            ],
-            [2 * NUM_WARPS, NUM_WARPS],
-            [WIDE_CONSUMER_REGISTERS, WIDE_LOADER_REGISTERS],
-        )
-    else:
-        gl.warp_specialize(
-            [
-                (
-                    _consumer,
-                    (
-                        consumer_args,
-                        o_first_desc,
-                        q_first,
-                        q_bar,
-                        q_empty,
-                        schedule,
-                        CAUSAL,
-                        NEGATIVE_SCALE,
-                        HEAD_DIM,
-                        0,
-                        False,
-                    ),
-                ),
-                (
-                    _consumer,
-                    (
-                        consumer_args,
-                        o_last_desc,
-                        q_last,
-                        q_bar,
-                        q_empty,
-                        schedule,
-                        CAUSAL,
-                        NEGATIVE_SCALE,
-                        HEAD_DIM,
-                        FIRST_ROWS,
-                        False,
-                    ),
-                ),
-                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
-            ],
-            [4, 1],  # warps of the partitions after the first (the default partition's NUM_WARPS)
-            [240, loader_registers(HEAD_DIM)],  # registers per thread of those partitions
-        )
+            ),
+            (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
+        ],
+        [FIRST_ROWS // 16, loader_warps(THREE_CONSUMERS)],  # warps of the workers: the first consumer, the loader
+        [first_consumer_registers(THREE_CONSUMERS), loader_registers(HEAD_DIM)],  # registers per thread of those
+    )
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
