@@ -287,6 +287,17 @@ def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_sh
 
 
 @hopper_only
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_hopper_backward_leaves_lengths_that_are_not_a_multiple_of_4_to_the_triton_kernels(
+    hopper_at_small_shapes, head_dim
+):
+    # Forced below its thresholds, the Hopper backward stopped with an illegal instruction at 385 keys.
+    q, k, v = _inputs((1, 2, 385, head_dim), (1, 2, 385, head_dim), torch.bfloat16)
+    assert _backward_path(q, k, v, True) != "hopper"
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+
+
+@hopper_only
 def test_hopper_backward_takes_views_of_a_packed_qkv_tensor(hopper_at_small_shapes):
     packed = torch.randn(1, 2048, 3 * 4, 64, device="cuda", dtype=torch.bfloat16)
     q, k, v = packed.transpose(1, 2).chunk(3, dim=1)

@@ -1074,6 +1074,11 @@ THRESHOLDS = {
     (256, True): ((512, 2**24),),
     (256, False): ((512, 2**24),),
 }
+# The sequence lengths the kernel takes are multiples of this. Forced below THRESHOLDS on an H100, it stopped with an
+# illegal instruction (which leaves the CUDA context unusable) at 385, 449 and 513 keys, at head dims 64 and 128,
+# with and without the mask, and ran at 640, 1000, 2048 and 2100 (benchmarks/NOTES.md, v153): the Triton kernels
+# take the other lengths until the cause is found.
+LENGTH_MULTIPLE = 4
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106). At 128 and 256 they are persistent only where their items are dealt interleaved.
@@ -1113,7 +1118,8 @@ def causal_backward_schedule(
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k, v and grad_out), and enough keys per sequence and scores in all for one of its
-    (head dim, mask)'s :data:`THRESHOLDS`. A non-causal walk needs every key tile of a head resident at once: at
+    (head dim, mask)'s :data:`THRESHOLDS`, at a length that is a multiple of :data:`LENGTH_MULTIPLE`. A non-causal
+    walk needs every key tile of a head resident at once: at
     most one key tile (128 keys, 64 at head dim 256) per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
@@ -1121,7 +1127,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     ):
         return False
     n, head_dim = q_shape[2:]
-    if not _hopper.reaches(THRESHOLDS[(head_dim, causal)], q_shape):
+    if n % LENGTH_MULTIPLE or not _hopper.reaches(THRESHOLDS[(head_dim, causal)], q_shape):
         return False
     return causal or triton.cdiv(n, block_n(head_dim)) <= _hopper.usable_multiprocessors(device)
 
