@@ -1074,10 +1074,11 @@ THRESHOLDS = {
     (256, True): ((512, 2**24),),
     (256, False): ((512, 2**24),),
 }
-# The sequence lengths the kernel takes are multiples of this. Forced below THRESHOLDS on an H100, it stopped with an
-# illegal instruction (which leaves the CUDA context unusable) at 385, 449 and 513 keys, at head dims 64 and 128,
-# with and without the mask, and ran at 640, 1000, 2048 and 2100 (benchmarks/NOTES.md, v153): the Triton kernels
-# take the other lengths until the cause is found.
+# The sequence lengths the kernel takes are multiples of this: its 1-D TMA loads of L and Delta (fp32) start at
+# element (b * H + h) * N + j * BLOCK_M, and a TMA copy whose first element is not 16-byte aligned stops the kernel
+# with an illegal instruction, which leaves the CUDA context unusable (Triton's Gluon TMA tutorial,
+# triton-lang/triton PR 9112; issue 7385). Forced below THRESHOLDS on an H100 it stopped so at 385, 449 and 513 keys
+# and ran at 640, 1000, 2048 and 2100 (benchmarks/NOTES.md, v153). The Triton kernels take the other lengths.
 LENGTH_MULTIPLE = 4
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
