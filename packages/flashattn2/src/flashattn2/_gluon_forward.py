@@ -186,6 +186,26 @@ def _warp_arrive(barrier_at, WARPS: gl.constexpr):
 
 
 @gluon.jit
+def _wait_slot(barriers, first_at, slot, phase, WARPS: gl.constexpr, PER_WARP: gl.constexpr):
+    """Wait for barrier ``slot`` of ``barriers`` (the first of them at byte ``first_at`` of shared memory) to
+    complete phase ``phase``: each warp on its own (:func:`_warp_wait`) with PER_WARP, else Gluon's wait."""
+    if PER_WARP:
+        _warp_wait(first_at + 8 * slot, phase, WARPS)
+    else:
+        mbarrier.wait(barriers.index(slot), phase)
+
+
+@gluon.jit
+def _release_slot(barriers, first_at, slot, WARPS: gl.constexpr, PER_WARP: gl.constexpr):
+    """Arrive on barrier ``slot`` of ``barriers`` (the first of them at byte ``first_at``): once per warp
+    (:func:`_warp_arrive`) with PER_WARP, else once for the partition."""
+    if PER_WARP:
+        _warp_arrive(first_at + 8 * slot, WARPS)
+    else:
+        mbarrier.arrive(barriers.index(slot))
+
+
+@gluon.jit
 def _key_tiles(m_tile, n_ctx, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, ITEM_ROWS: gl.constexpr):
     """How many key tiles of BLOCK_N keys the item of query tile ``m_tile`` (ITEM_ROWS rows) visits."""
     tiles = gl.cdiv(n_ctx, BLOCK_N)
@@ -322,7 +342,7 @@ def _steps_in_turn(
     n_kv,
     base,
     softmax_args,
-    warp_sync,
+    barriers_at,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -333,11 +353,10 @@ def _steps_in_turn(
     its softmax, P V; a ring slot is released (on ``kv_empty``) once its P V is done. Returns O's unnormalized
     accumulator (fp32, ``(ROWS, HEAD_DIM)``, ROWS the rows of ``q``), the row sums and row maxima (base 2) of P,
     with every product complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as
-    :func:`_softmax` takes them. With PER_WARP_SYNC each warp waits and arrives on its own (:func:`_warp_wait`,
-    :func:`_warp_arrive`) on the barriers at the byte addresses ``warp_sync`` (the first K ready, V ready and
-    ``kv_empty`` barrier)."""
+    :func:`_softmax` takes them. With PER_WARP_SYNC each warp waits and arrives on its own, on the barriers at
+    the byte offsets ``barriers_at`` (the first of q_empty, k_ready, v_ready and ``kv_empty``)."""
     k_smem, v_smem, k_ready, v_ready = ring
-    k_ready_at, v_ready_at, kv_empty_at = warp_sync
+    _, k_ready_at, v_ready_at, kv_empty_at = barriers_at
     STAGES: gl.constexpr = k_smem.shape[0]
     ROWS: gl.constexpr = q.shape[0]
     WARPS: gl.constexpr = ROWS // 16
@@ -366,14 +385,9 @@ def _steps_in_turn(
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         phase = ((base + j) // STAGES) & 1
-        if PER_WARP_SYNC:
-            if j > 0:
-                _warp_arrive(kv_empty_at + 8 * ((base + j - 1) % STAGES), WARPS)
-            _warp_wait(k_ready_at + 8 * slot, phase, WARPS)
-        else:
-            if j > 0:
-                mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
-            mbarrier.wait(k_ready.index(slot), phase)
+        if j > 0:
+            _release_slot(kv_empty, kv_empty_at, (base + j - 1) % STAGES, WARPS, PER_WARP_SYNC)
+        _wait_slot(k_ready, k_ready_at, slot, phase, WARPS, PER_WARP_SYNC)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
@@ -386,10 +400,7 @@ def _steps_in_turn(
         if MMA_ROW_SUMS:
             p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
-        if PER_WARP_SYNC:
-            _warp_wait(v_ready_at + 8 * slot, phase, WARPS)
-        else:
-            mbarrier.wait(v_ready.index(slot), phase)
+        _wait_slot(v_ready, v_ready_at, slot, phase, WARPS, PER_WARP_SYNC)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
     if MMA_ROW_SUMS:
         acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
@@ -397,10 +408,7 @@ def _steps_in_turn(
     else:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     # the last slot, free for a next item
-    if PER_WARP_SYNC:
-        _warp_arrive(kv_empty_at + 8 * ((base + n_kv - 1) % STAGES), WARPS)
-    else:
-        mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))
+    _release_slot(kv_empty, kv_empty_at, (base + n_kv - 1) % STAGES, WARPS, PER_WARP_SYNC)
     return acc, l_i, m_i
 
 
@@ -564,7 +572,6 @@ def _consume_item(
             q, ring, k_empty, v_empty, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
     else:  # v_empty releases a whole slot
-        _, k_ready_at, v_ready_at, v_empty_at = barriers_at
         acc, l_i, m_i = _steps_in_turn(
             q,
             ring,
@@ -573,7 +580,7 @@ def _consume_item(
             n_kv,
             base,
             softmax_args,
-            (k_ready_at, v_ready_at, v_empty_at),
+            barriers_at,
             CAUSAL,
             NEGATIVE_SCALE,
             HEAD_DIM,
@@ -628,11 +635,8 @@ def _consumer(
                 ROW_OFFSET,
                 THREE_CONSUMERS,
             )
-            if THREE_CONSUMERS:
-                q_empty_at = consumer_args[-1][0]
-                _warp_arrive(q_empty_at + 8 * buf, q_smem.shape[1] // 16)
-            else:
-                mbarrier.arrive(q_empty.index(buf))
+            q_empty_at = consumer_args[-1][0]
+            _release_slot(q_empty, q_empty_at, buf, q_smem.shape[1] // 16, THREE_CONSUMERS)
     else:  # one item
         b, h, m_tile = schedule
         q = q_smem.index(0)
@@ -922,7 +926,7 @@ class HopperForward:
     def __init__(self, q_shape, k_shape, dtype, device, causal: bool, softmax_scale: float):
         batch, heads, n, head_dim = q_shape
         block_n = KEYS_PER_TILE[head_dim]
-        self.three_consumers = persistent(head_dim) and three_consumers(q_shape, causal)
+        self.three_consumers = three_consumers(q_shape, causal)
         rows = item_rows(self.three_consumers)
         q_tiles = triton.cdiv(n, rows)
         self.items = q_tiles * batch * heads
