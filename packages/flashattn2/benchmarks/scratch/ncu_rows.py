@@ -7,11 +7,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import gb_old
+import gb_v1
 
 from flashattn2 import _gluon_backward as gb_new
 from flashattn2 import _gluon_forward as gf
 
-mod = gb_old if sys.argv[1] == "old" else gb_new
+mod = {"old": gb_old, "new": gb_new, "v1": gb_v1}[sys.argv[1]]
 SHAPES = [((1, 16, 16384, 64), True, None), ((1, 16, 16384, 64), False, None), ((1, 32, 16384, 64), True, 8),
           ((4, 16, 4096, 128), False, None), ((4, 16, 4096, 128), True, None)]
 for shape, causal, kv_heads in [SHAPES[int(i)] for i in sys.argv[2:]] or SHAPES[:4]:
