@@ -2,6 +2,7 @@
 length) against the backward before (gb_old.py, HEAD's _gluon_backward.py): backward kernels alone, CUDA-graph
 replays, alternating rounds, gradients compared bitwise. Then, at lengths not multiples of 4, forward+backward
 with the Hopper backward against the Triton kernels that took those lengths before (eager calls)."""
+
 import json
 import os
 import statistics
@@ -23,8 +24,9 @@ from flashattn2 import flash_attention
 
 class Way:
     def __init__(self, mod, q, k, v, out, lse, g, causal):
-        self.bwd = mod.HopperBackward(q.shape, k.shape, out.stride(), g.stride(), q.dtype, q.device, causal,
-                                      q.shape[-1] ** -0.5)
+        self.bwd = mod.HopperBackward(
+            q.shape, k.shape, out.stride(), g.stride(), q.dtype, q.device, causal, q.shape[-1] ** -0.5
+        )
         self.grads = [torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)]
         self.args = (g, q, k, v, out, lse)
 
@@ -50,10 +52,25 @@ def bench(shape, causal, kv_heads=None, rounds=5):
             samples[w].append(time_ms(ways[w], True))
     med = {w: statistics.median(s) for w, s in samples.items()}
     ratio = statistics.median(a / c for a, c in zip(samples["new"], samples["old"]))
-    row = {"shape": shape, "kv_heads": kv_heads, "causal": causal, "ms": med, "new_to_old": ratio,
-           "bitwise_equal_to_old": same, "samples": samples}
-    print("bench", shape, kv_heads, causal, {w: round(m, 4) for w, m in med.items()}, round(ratio, 4),
-          "equal" if same else "DIFFERENT", flush=True)
+    row = {
+        "shape": shape,
+        "kv_heads": kv_heads,
+        "causal": causal,
+        "ms": med,
+        "new_to_old": ratio,
+        "bitwise_equal_to_old": same,
+        "samples": samples,
+    }
+    print(
+        "bench",
+        shape,
+        kv_heads,
+        causal,
+        {w: round(m, 4) for w, m in med.items()},
+        round(ratio, 4),
+        "equal" if same else "DIFFERENT",
+        flush=True,
+    )
     return row
 
 
@@ -77,17 +94,41 @@ def odd(shape, causal, rounds=5):
     med = {w: statistics.median(s) for w, s in samples.items()}
     ratio = statistics.median(a / c for a, c in zip(samples["hopper"], samples["triton"]))
     print("odd", shape, causal, paths, {w: round(m, 4) for w, m in med.items()}, round(ratio, 4), flush=True)
-    return {"shape": shape, "causal": causal, "hopper_path": paths, "ms": med, "hopper_to_triton": ratio,
-            "samples": samples}
+    return {
+        "shape": shape,
+        "causal": causal,
+        "hopper_path": paths,
+        "ms": med,
+        "hopper_to_triton": ratio,
+        "samples": samples,
+    }
 
 
 if __name__ == "__main__":
-    shapes = [((1, 16, 16384, 64), True, None), ((1, 16, 16384, 64), False, None), ((4, 16, 4096, 128), True, None),
-              ((4, 16, 4096, 128), False, None), ((1, 32, 16384, 64), True, 8), ((2, 16, 4096, 256), True, None),
-              ((2, 16, 4096, 256), False, None), ((16, 16, 2048, 64), True, None)]
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "bench": [bench(s, c, g) for s, c, g in shapes]}
-    result["odd"] = [odd(s, c) for s, c in [((16, 16, 2049, 64), True), ((1, 16, 16383, 64), True),
-                                             ((2, 16, 4099, 128), True), ((4, 16, 4097, 128), False)]]
+    shapes = [
+        ((1, 16, 16384, 64), True, None),
+        ((1, 16, 16384, 64), False, None),
+        ((4, 16, 4096, 128), True, None),
+        ((4, 16, 4096, 128), False, None),
+        ((1, 32, 16384, 64), True, 8),
+        ((2, 16, 4096, 256), True, None),
+        ((2, 16, 4096, 256), False, None),
+        ((16, 16, 2048, 64), True, None),
+    ]
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "bench": [bench(s, c, g) for s, c, g in shapes],
+    }
+    result["odd"] = [
+        odd(s, c)
+        for s, c in [
+            ((16, 16, 2049, 64), True),
+            ((1, 16, 16383, 64), True),
+            ((2, 16, 4099, 128), True),
+            ((4, 16, 4097, 128), False),
+        ]
+    ]
     with open(os.path.join(os.environ["OUT"], "v154-ab.json"), "w") as fh:
         json.dump(result, fh, indent=1)

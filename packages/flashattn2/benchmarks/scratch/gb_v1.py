@@ -307,7 +307,9 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
                 mbarrier.expect(q_ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2 + 2 * BLOCK_M * 4)
                 tile_stats = ((b * heads + hq) * q_tiles + j) * 2 * BLOCK_M
                 stats_smem = ld_smem.index(slot)
-                tma.async_copy_global_to_shared(row_stats_desc, [tile_stats], q_ready.index(slot), stats_smem.slice(0, BLOCK_M))
+                tma.async_copy_global_to_shared(
+                    row_stats_desc, [tile_stats], q_ready.index(slot), stats_smem.slice(0, BLOCK_M)
+                )
                 tma.async_copy_global_to_shared(
                     row_stats_desc, [tile_stats + BLOCK_M], q_ready.index(slot), stats_smem.slice(BLOCK_M, BLOCK_M)
                 )

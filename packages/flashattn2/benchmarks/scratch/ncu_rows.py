@@ -1,5 +1,6 @@
 """scratch (v154): the Hopper backward's launches, old (gb_old.py) or new, for ncu at base clocks:
 python ncu_rows.py old|new [SHAPE_INDEX ...]. Each shape: one warm-up call, then 5 calls under cudaProfilerStart."""
+
 import os
 import sys
 
@@ -13,8 +14,13 @@ from flashattn2 import _gluon_backward as gb_new
 from flashattn2 import _gluon_forward as gf
 
 mod = {"old": gb_old, "new": gb_new, "v1": gb_v1}[sys.argv[1]]
-SHAPES = [((1, 16, 16384, 64), True, None), ((1, 16, 16384, 64), False, None), ((1, 32, 16384, 64), True, 8),
-          ((4, 16, 4096, 128), False, None), ((4, 16, 4096, 128), True, None)]
+SHAPES = [
+    ((1, 16, 16384, 64), True, None),
+    ((1, 16, 16384, 64), False, None),
+    ((1, 32, 16384, 64), True, 8),
+    ((4, 16, 4096, 128), False, None),
+    ((4, 16, 4096, 128), True, None),
+]
 for shape, causal, kv_heads in [SHAPES[int(i)] for i in sys.argv[2:]] or SHAPES[:4]:
     b, h, n, d = shape
     q = torch.randn(shape, device="cuda", dtype=torch.bfloat16)

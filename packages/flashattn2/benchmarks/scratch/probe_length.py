@@ -1,5 +1,6 @@
 """scratch (v154): does the Hopper backward without its length rule stop at lengths its thresholds admit?
 python probe_length.py N HEAD_DIM CAUSAL(0/1) BATCH HEADS"""
+
 import sys
 
 import torch
