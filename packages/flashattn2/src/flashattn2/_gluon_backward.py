@@ -9,9 +9,9 @@ program takes one (causal at head dims 128 and 256) or several in turn
 dim 64, or at 128 and 256 where the items are dealt interleaved, with each
 program's items dealt on the host) and runs four partitions:
 
-- a loader warp brings an item's K and V once, then Q, dO, L and Delta of each
-  query tile (128 rows at head dim 64, 64 at 128 and 256) by TMA into a ring
-  of two slots (one at 256);
+- a loader warp brings an item's K and V once, then Q, dO, and L and Delta
+  (the prologue's ``row_stats``) of each query tile (128 rows at head dim 64,
+  64 at 128 and 256) by TMA into a ring of two slots (one at 256);
 - two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV and
   dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
   product): 64 query rows each of a 128-row tile, or half of the head
@@ -45,7 +45,7 @@ tiles of a head in progress at once, on distinct programs, hence
 :func:`hopper_backward_applies`'s bound on the sequence length.
 
 Layers: the Gluon partitions and kernel; Triton kernels around it
-(``_prologue_kernel``: Delta and zeroed counters;
+(``_prologue_kernel``: L and Delta of each query tile, and zeroed counters;
 ``_epilogue_kernel``: the workspace in the gradient's dtype, after the kernel;
 ``_causal_epilogue_kernel``: the same for causal heads, launched as the
 kernel's programmatic dependent so that it converts each query tile during the
@@ -166,14 +166,16 @@ def _part(smem, h, count: gl.constexpr, dim: gl.constexpr):
     """``smem``'s part ``h`` of ``count`` elements along ``dim``: ``smem`` itself where that is all of it."""
     if smem.shape[dim] == count:
         return smem
-    else:
-        return smem.slice(h * count, count, dim=dim)
+    return smem.slice(h * count, count, dim=dim)
 
 
 @gluon.jit
-def _lse2(lse_smem, queries, n_ctx, layout: gl.constexpr):
-    """The log2-domain logsumexp of a query tile's rows; +inf past the sequence's end, so that P is 0 there."""
-    return gl.where(queries < n_ctx, lse_smem.load(layout) * LOG2_E_IN_KERNEL, float("inf"))
+def _tile_rows(ld_smem, slot, WHICH: gl.constexpr, h, layout: gl.constexpr):
+    """Rows ``[h * SUB_M, +SUB_M)`` (all of them where the tile has SUB_M) of the query tile in ring slot ``slot``
+    of ``ld_smem`` (``_prologue_kernel``'s ``row_stats``): their log2-domain logsumexp (``WHICH`` 0) or Delta
+    (``WHICH`` 1)."""
+    rows: gl.constexpr = ld_smem.shape[1] // 2
+    return _part(ld_smem.index(slot).slice(WHICH * rows, rows), h, SUB_M, 0).load(layout)
 
 
 @gluon.jit
@@ -182,8 +184,7 @@ def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
     (causal) or around (full)."""
     if CAUSAL:
         return RATIO * n + step
-    else:
-        return (RATIO * n + step) % (RATIO * key_tiles)
+    return (RATIO * n + step) % (RATIO * key_tiles)
 
 
 @gluon.jit
@@ -191,8 +192,7 @@ def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
     """How many query tiles key tile ``n`` visits (per query head), RATIO query tiles per key tile."""
     if CAUSAL:
         return q_tiles - RATIO * n
-    else:
-        return RATIO * key_tiles
+    return RATIO * key_tiles
 
 
 @gluon.jit
@@ -268,8 +268,7 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
         k_desc,
         v_desc,
         do_desc,
-        lse_desc,
-        delta_desc,
+        row_stats_desc,
         q_smem,
         do_smem,
         k_smem,
@@ -280,7 +279,6 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
         q_ready,
         q_empty,
         heads,
-        n_ctx,
         q_tiles,
         key_tiles,
     ) = loader_args
@@ -304,9 +302,16 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
                 mbarrier.wait(q_empty.index(slot), ((it // STAGES) & 1) ^ 1)
                 # Q and dO tiles (2 bytes per element), L and Delta (fp32)
                 mbarrier.expect(q_ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2 + 2 * BLOCK_M * 4)
-                row = (b * heads + hq) * n_ctx + j * BLOCK_M
-                tma.async_copy_global_to_shared(lse_desc, [row], q_ready.index(slot), ld_smem.index(2 * slot))
-                tma.async_copy_global_to_shared(delta_desc, [row], q_ready.index(slot), ld_smem.index(2 * slot + 1))
+                tile_stats = ((b * heads + hq) * q_tiles + j) * 2 * BLOCK_M
+                # L, then Delta, as two copies: one copy of both took 1.015x the kernel's time at head dim 64
+                # causal, 1.00x at 128 (benchmarks/NOTES.md, v154)
+                for which in gl.static_range(2):
+                    tma.async_copy_global_to_shared(
+                        row_stats_desc,
+                        [tile_stats + which * BLOCK_M],
+                        q_ready.index(slot),
+                        ld_smem.index(slot).slice(which * BLOCK_M, BLOCK_M),
+                    )
                 tma.async_copy_global_to_shared(
                     q_desc,
                     [b, hq, j * BLOCK_M, 0],
@@ -563,14 +568,14 @@ def _consume_item(
                     do_h = _part(do_smem.index(slot), h, SUB_M, 0)
                     queries = j * BLOCK_M + h * SUB_M + offs_col
                     if not LATE_ROW_LOADS:
-                        lse2 = _lse2(_part(ld_smem.index(2 * slot), h, SUB_M, 0), queries, n_ctx, col_layout)
-                        delta = _part(ld_smem.index(2 * slot + 1), h, SUB_M, 0).load(col_layout)
+                        lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
+                        delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
                     # S^T and dP^T (keys x queries), issued back to back
                     st = warpgroup_mma(k_mine, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                     dpt = warpgroup_mma(v_mine, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                     st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
                     if LATE_ROW_LOADS:
-                        lse2 = _lse2(_part(ld_smem.index(2 * slot), h, SUB_M, 0), queries, n_ctx, col_layout)
+                        lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
                     pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
                     # Masked after the exponent: a score of -inf times a negative scale would be +inf.
                     if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
@@ -584,7 +589,7 @@ def _consume_item(
                     pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
                     dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                     if LATE_ROW_LOADS:
-                        delta = _part(ld_smem.index(2 * slot + 1), h, SUB_M, 0).load(col_layout)
+                        delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
                     dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
                     if h == 0:
                         mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
@@ -718,7 +723,7 @@ def _consume_item_halves(
                 st = warpgroup_mma(q_t, k_half.permute((1, 0)), zero_s, use_acc=False, is_async=True)
                 dpt = warpgroup_mma(do_t, v_half.permute((1, 0)), zero_s, use_acc=False, is_async=True)
                 queries = j * BLOCK_M + offs_row
-                lse2 = _lse2(ld_smem.index(0), queries, n_ctx, row_layout)
+                lse2 = _tile_rows(ld_smem, 0, 0, 0, row_layout)
                 st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
                 p = gl.exp2(st * qk_scale_log2 - lse2[:, None])
                 # Masked after the exponent: a score of -inf times a negative scale would be +inf.
@@ -728,7 +733,7 @@ def _consume_item_halves(
                 if RAGGED:  # noqa: SIM102 (a branch at compile time around one at run time)
                     if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
                         p = gl.where(key_ok[None, :], p, 0.0)
-                delta = ld_smem.index(1).load(row_layout)
+                delta = _tile_rows(ld_smem, 0, 1, 0, row_layout)
                 dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                 ds = p * (dpt - delta[:, None])
                 mbarrier.wait(ds_free.index(0), ring ^ 1)  # both warpgroups' last products have read them
@@ -784,8 +789,7 @@ def _hopper_backward_kernel(
     v_desc,
     do_desc,
     dq_desc,
-    lse_desc,
-    delta_desc,
+    row_stats_desc,
     dk_ptr,
     dv_ptr,
     dk_desc,
@@ -846,8 +850,8 @@ def _hopper_backward_kernel(
     dq_smem = gl.allocate_shared_memory(
         gl.float32, [4, SUB_M, DQ_COLS], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     )
-    ld_smem = gl.allocate_shared_memory(
-        gl.float32, [2 * STAGES, BLOCK_M], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    ld_smem = gl.allocate_shared_memory(  # per slot: L, then Delta
+        gl.float32, [STAGES, 2 * BLOCK_M], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     )
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -910,8 +914,7 @@ def _hopper_backward_kernel(
         k_desc,
         v_desc,
         do_desc,
-        lse_desc,
-        delta_desc,
+        row_stats_desc,
         q_smem,
         do_smem,
         k_smem,
@@ -922,7 +925,6 @@ def _hopper_backward_kernel(
         q_ready,
         q_empty,
         heads,
-        n_ctx,
         q_tiles,
         key_tiles,
     )
@@ -945,7 +947,8 @@ def _hopper_backward_kernel(
 def _prologue_kernel(
     out,
     grad_out,
-    delta,
+    lse,
+    row_stats,
     counters,
     stride_ob,
     stride_oh,
@@ -959,16 +962,23 @@ def _prologue_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
-    """Program (query tile of BLOCK_M rows, batch * head): Delta = rowsum(O * dO) of the tile's rows, and the
-    tile's counter zeroed (and by the first program the ticket, ``counters[-1]``)."""
+    """Program (query tile of BLOCK_M rows, batch * head): the tile's ``row_stats`` (fp32, ``(B * H * q_tiles, 2,
+    BLOCK_M)``): the rows' logsumexp ``lse`` (fp32 ``(B * H * N)``, natural log) in the log2 domain, +inf past the
+    sequence's end so that P is 0 there, and Delta = rowsum(O * dO), 0 past the end; and the tile's counter zeroed
+    (and by the first program the ticket, ``counters[-1]``). Each tile's row statistics start at a multiple of
+    2 * BLOCK_M elements, aligned for the kernel's TMA loads whatever N is."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // heads, bh % heads
-    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    r = tl.arange(0, BLOCK_M)
+    rows = tile * BLOCK_M + r
     cols = tl.arange(0, HEAD_DIM)
     ok = rows < n_ctx
-    o = tl.load(out + b * stride_ob + h * stride_oh + rows[:, None] * stride_on + cols[None, :], mask=ok[:, None])
-    do = tl.load(grad_out + b * stride_gb + h * stride_gh + rows[:, None] * stride_gn + cols[None, :], mask=ok[:, None])
-    tl.store(delta + bh * n_ctx + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=ok)
+    o = tl.load(out + b * stride_ob + h * stride_oh + rows[:, None] * stride_on + cols[None, :], ok[:, None], 0.0)
+    do = tl.load(grad_out + b * stride_gb + h * stride_gh + rows[:, None] * stride_gn + cols[None, :], ok[:, None], 0.0)
+    lse2 = tl.load(lse + bh * n_ctx + rows, mask=ok, other=float("inf")) * LOG2_E_IN_KERNEL
+    stats = row_stats + (bh * q_tiles + tile) * 2 * BLOCK_M + r
+    tl.store(stats, lse2)
+    tl.store(stats + BLOCK_M, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1))
     tl.store(counters + bh * q_tiles + tile, 0)
     if tile + bh == 0:
         tl.store(counters + tl.num_programs(0) * tl.num_programs(1), 0)  # the ticket
@@ -1074,12 +1084,6 @@ THRESHOLDS = {
     (256, True): ((512, 2**24),),
     (256, False): ((512, 2**24),),
 }
-# The sequence lengths the kernel takes are multiples of this: its 1-D TMA loads of L and Delta (fp32) start at
-# element (b * H + h) * N + j * BLOCK_M, and a TMA copy whose first element is not 16-byte aligned stops the kernel
-# with an illegal instruction, which leaves the CUDA context unusable (Triton's Gluon TMA tutorial,
-# triton-lang/triton PR 9112; issue 7385). Forced below THRESHOLDS on an H100 it stopped so at 385, 449 and 513 keys
-# and ran at 640, 1000, 2048 and 2100 (benchmarks/NOTES.md, v153). The Triton kernels take the other lengths.
-LENGTH_MULTIPLE = 4
 # Head dims whose causal programs are persistent (causal_backward_schedule) rather than one per item, on an H100: at
 # 64 0.92-0.95x the time at 2048 and 4096 keys, 0.98-1.01x at 16384; at 128 0.99-1.04x (benchmarks/NOTES.md, v98);
 # at 256 0.98-1.06x (v106). At 128 and 256 they are persistent only where their items are dealt interleaved.
@@ -1119,8 +1123,7 @@ def causal_backward_schedule(
 def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal: bool, aligned) -> bool:
     """Whether :class:`HopperBackward` runs this layout: :func:`flashattn2._hopper.layout_supported` (with
     ``tma_strides`` those of q, k, v and grad_out), and enough keys per sequence and scores in all for one of its
-    (head dim, mask)'s :data:`THRESHOLDS`, at a length that is a multiple of :data:`LENGTH_MULTIPLE`. A non-causal
-    walk needs every key tile of a head resident at once: at
+    (head dim, mask)'s :data:`THRESHOLDS`. A non-causal walk needs every key tile of a head resident at once: at
     most one key tile (128 keys, 64 at head dim 256) per multiprocessor this process may use (an MPS client's share,
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``). ``FLASHATTN2_HOPPER_BACKWARD=0`` turns it off."""
     if not _hopper.enabled("backward") or not _hopper.layout_supported(
@@ -1128,7 +1131,7 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     ):
         return False
     n, head_dim = q_shape[2:]
-    if n % LENGTH_MULTIPLE or not _hopper.reaches(THRESHOLDS[(head_dim, causal)], q_shape):
+    if not _hopper.reaches(THRESHOLDS[(head_dim, causal)], q_shape):
         return False
     return causal or triton.cdiv(n, block_n(head_dim)) <= _hopper.usable_multiprocessors(device)
 
@@ -1153,8 +1156,9 @@ class HopperBackward:
         acc_shape = (batch, heads, n, head_dim)
         counter_slots = batch * heads * q_tiles + 1  # one per (batch, head, query tile), and the ticket
         rows = batch * heads * n
-        # each call's workspaces: Delta, dQ in float32, the counters, and for per_query_head dK and dV in float32
-        self.new_delta = allocator((rows,), torch.float32, device)
+        # each call's workspaces: L and Delta of each query tile (_prologue_kernel's row_stats), dQ in float32,
+        # the counters, and for per_query_head dK and dV in float32
+        self.new_row_stats = allocator((batch * heads * q_tiles, 2, self.block_m), torch.float32, device)
         self.new_dq_acc = allocator(acc_shape, torch.float32, device)
         self.new_counters = allocator((counter_slots,), torch.int32, device)
         self.new_dkv_acc = allocator((2, *acc_shape), torch.float32, device)
@@ -1253,13 +1257,11 @@ class HopperBackward:
             return TmaDescriptor(block, gl.NVMMASharedLayout.get_default_for(block, dtype))
 
         q_block, kv_block = [1, 1, self.block_m, head_dim], [1, 1, keys_per_item, head_dim]
-        row_block = [self.block_m]  # a query tile's rows of L and Delta
         row_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
         self.describe_q, self.describe_grad_out = descriptor(q_block), descriptor(q_block)
         self.describe_k, self.describe_v = descriptor(kv_block), descriptor(kv_block)
         self.describe_dq_acc = descriptor([1, 1, SUB_M.value, DQ_COLS.value], gl.float32)
-        self.describe_lse = TmaDescriptor(row_block, row_layout)
-        self.describe_delta = TmaDescriptor(row_block, row_layout)
+        self.describe_row_stats = TmaDescriptor([self.block_m], row_layout)  # a query tile's L, or its Delta
         dkv_block = [1, 1, keys_per_item // 2, SWIZZLE_COLS.value]  # a consumer's keys x a swizzle block
         self.describe_dk, self.describe_dv = descriptor(dkv_block), descriptor(dkv_block)
 
@@ -1281,7 +1283,7 @@ class HopperBackward:
             CompiledLaunch.compile_in_background,
             lambda describe, tensor: describe.stand_in(tensor.dtype, tensor.device),
             *(element,) * 5,  # grad_out, q, k, v, out
-            *(f32,) * 3,  # lse, delta, dq_acc
+            *(f32,) * 3,  # lse, row_stats, dq_acc
             self.new_counters(),  # the ticket's alignment
             *(element,) * 3,  # dq, dk, dv
             workspace,
@@ -1290,7 +1292,7 @@ class HopperBackward:
         )
 
     def __call__(self, grad_out, q, k, v, out, lse, dq, dk, dv) -> None:
-        delta, dq_acc, counters = self.new_delta(), self.new_dq_acc(), self.new_counters()
+        row_stats, dq_acc, counters = self.new_row_stats(), self.new_dq_acc(), self.new_counters()
         if self.schedule_device is None:
             self.schedule_device = _hopper.schedule_tensor(self.schedule_table, self.device)
         if self.per_query_head:
@@ -1306,7 +1308,7 @@ class HopperBackward:
             v,
             out,
             lse.view(-1),
-            delta,
+            row_stats.view(-1),
             dq_acc,
             counters,
             dq,
@@ -1319,12 +1321,30 @@ class HopperBackward:
         self.launched = True
 
     def _launch_each(
-        self, run, describe, grad_out, q, k, v, out, lse, delta, dq_acc, counters, dq, dk, dv, dk_out, dv_out, table
+        self,
+        run,
+        describe,
+        grad_out,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        row_stats,
+        dq_acc,
+        counters,
+        dq,
+        dk,
+        dv,
+        dk_out,
+        dv_out,
+        table,
     ) -> None:
         """``run(launch, *arguments)`` for each of a call's launches in order, with ``describe(descriptor, tensor)``
         making the kernel's TMA descriptors: the call's arguments (:meth:`__call__`, lse flat) and temporaries
-        (delta, the dQ workspace ``dq_acc``, the counters, where dK and dV go, the schedule table)."""
-        run(self.prologue, out, grad_out, delta, counters)
+        (``row_stats``: L and Delta of each query tile, flat; the dQ workspace ``dq_acc``, the counters, where dK
+        and dV go, the schedule table)."""
+        run(self.prologue, out, grad_out, lse, row_stats, counters)
         q_desc = describe(self.describe_q, q)
         if self.causal:  # dK and dV from registers: their descriptors are not read
             dk_desc = dv_desc = q_desc
@@ -1337,8 +1357,7 @@ class HopperBackward:
             describe(self.describe_v, v),
             describe(self.describe_grad_out, grad_out),
             describe(self.describe_dq_acc, dq_acc),
-            describe(self.describe_lse, lse),
-            describe(self.describe_delta, delta),
+            describe(self.describe_row_stats, row_stats),
             dk_out,
             dv_out,
             dk_desc,
