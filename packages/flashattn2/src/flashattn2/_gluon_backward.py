@@ -166,7 +166,8 @@ def _part(smem, h, count: gl.constexpr, dim: gl.constexpr):
     """``smem``'s part ``h`` of ``count`` elements along ``dim``: ``smem`` itself where that is all of it."""
     if smem.shape[dim] == count:
         return smem
-    return smem.slice(h * count, count, dim=dim)
+    else:
+        return smem.slice(h * count, count, dim=dim)
 
 
 @gluon.jit
@@ -184,7 +185,8 @@ def _query_tile(n, step, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
     (causal) or around (full)."""
     if CAUSAL:
         return RATIO * n + step
-    return (RATIO * n + step) % (RATIO * key_tiles)
+    else:
+        return (RATIO * n + step) % (RATIO * key_tiles)
 
 
 @gluon.jit
@@ -192,7 +194,8 @@ def _steps(n, q_tiles, key_tiles, CAUSAL: gl.constexpr, RATIO: gl.constexpr):
     """How many query tiles key tile ``n`` visits (per query head), RATIO query tiles per key tile."""
     if CAUSAL:
         return q_tiles - RATIO * n
-    return RATIO * key_tiles
+    else:
+        return RATIO * key_tiles
 
 
 @gluon.jit
@@ -1321,30 +1324,13 @@ class HopperBackward:
         self.launched = True
 
     def _launch_each(
-        self,
-        run,
-        describe,
-        grad_out,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        row_stats,
-        dq_acc,
-        counters,
-        dq,
-        dk,
-        dv,
-        dk_out,
-        dv_out,
-        table,
+        self, run, describe, grad_out, q, k, v, out, lse, stats, dq_acc, counters, dq, dk, dv, dk_out, dv_out, table
     ) -> None:
         """``run(launch, *arguments)`` for each of a call's launches in order, with ``describe(descriptor, tensor)``
         making the kernel's TMA descriptors: the call's arguments (:meth:`__call__`, lse flat) and temporaries
-        (``row_stats``: L and Delta of each query tile, flat; the dQ workspace ``dq_acc``, the counters, where dK
+        (``stats``: L and Delta of each query tile, flat; the dQ workspace ``dq_acc``, the counters, where dK
         and dV go, the schedule table)."""
-        run(self.prologue, out, grad_out, lse, row_stats, counters)
+        run(self.prologue, out, grad_out, lse, stats, counters)
         q_desc = describe(self.describe_q, q)
         if self.causal:  # dK and dV from registers: their descriptors are not read
             dk_desc = dv_desc = q_desc
@@ -1357,7 +1343,7 @@ class HopperBackward:
             describe(self.describe_v, v),
             describe(self.describe_grad_out, grad_out),
             describe(self.describe_dq_acc, dq_acc),
-            describe(self.describe_row_stats, row_stats),
+            describe(self.describe_row_stats, stats),
             dk_out,
             dv_out,
             dk_desc,
