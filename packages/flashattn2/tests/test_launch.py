@@ -18,7 +18,7 @@ import flashattn2._launch as launch_module
 from flashattn2 import FlashAttention2Triton
 from flashattn2._configs import Tile, TileKey, default_tile, shared_memory_bytes
 from flashattn2._launch import CompiledLaunch, TileChooser, alignments
-from flashattn2._triton_common import contiguous_strides, needs_contiguous_copy
+from flashattn2._triton_common import LOG2_E, contiguous_strides, needs_contiguous_copy
 from flashattn2.testing import assert_attention_matches_reference
 
 
@@ -637,6 +637,40 @@ def test_the_hopper_backward_compiles_ahead_with_the_first_calls_specialization(
     assert launched and launched == early
     launcher.compile_early()  # once launched, nothing more to prepare
     assert len(early) == len(launched)
+
+
+@pytest.mark.triton_kernels
+@pytest.mark.parametrize("n, head_dim", [(201, 64), (70, 128)])
+def test_the_hopper_backward_prologue_pads_each_query_tile_s_row_statistics(n, head_dim):
+    # The Hopper backward loads a query tile's L and Delta by TMA, which must start at a 16-byte-aligned element:
+    # each tile's rows start at a multiple of 2 * BLOCK_M elements of row_stats whatever N is. Rows past N give
+    # P = 0 (L = +inf) and dS = 0 (Delta = 0).
+    hopper = pytest.importorskip("flashattn2._gluon_backward")
+    batch, heads, rows = 2, 3, hopper.block_m(head_dim)
+    q_tiles, pad = triton.cdiv(n, rows), -n % rows
+    out, grad_out = (torch.randn(batch, heads, n, head_dim, dtype=torch.bfloat16) for _ in range(2))
+    lse = torch.randn(batch, heads, n)
+    row_stats = torch.full((batch * heads * q_tiles, 2, rows), float("nan"))
+    counters = torch.full((batch * heads * q_tiles + 1,), 7, dtype=torch.int32)
+    hopper._prologue_kernel[(q_tiles, batch * heads)](
+        out,
+        grad_out,
+        lse,
+        row_stats,
+        counters,
+        *out.stride()[:3],
+        *grad_out.stride()[:3],
+        heads,
+        n,
+        q_tiles,
+        HEAD_DIM=head_dim,
+        BLOCK_M=rows,
+    )
+    lse2 = torch.nn.functional.pad(lse * LOG2_E, (0, pad), value=float("inf"))
+    delta = torch.nn.functional.pad((out.double() * grad_out.double()).sum(-1), (0, pad))
+    torch.testing.assert_close(row_stats[:, 0], lse2.view(-1, rows))
+    torch.testing.assert_close(row_stats[:, 1].double(), delta.view(-1, rows), rtol=1e-5, atol=1e-5)
+    assert not counters.any()  # each tile's counter and the ticket zeroed
 
 
 def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, monkeypatch):
