@@ -542,10 +542,20 @@ def _consume_item(
     Q tile ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA with
     ``o_desc``, through ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store
     has read ``q``. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
-    lse_ptr, operand_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, heads, n_ctx, qk_scale_log2 = (
-        consumer_args[:-1]
-    )
-    barriers_at = consumer_args[-1]
+    (
+        lse_ptr,
+        operand_smem,
+        k_smem,
+        v_smem,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        heads,
+        n_ctx,
+        qk_scale_log2,
+        barriers_at,
+    ) = consumer_args
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     ROWS: gl.constexpr = q.shape[0]
     ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
