@@ -21,7 +21,8 @@ SHAPES = [(2, 16, 16, 4096, 256, False), (2, 16, 16, 4096, 256, True), (4, 16, 1
           (1, 16, 16, 16384, 128, True), (2, 16, 16, 8192, 128, False), (2, 16, 4, 4096, 128, True),
           (1, 5, 5, 2000, 128, False)]
 rows = []
-for b, h, hk, n, d, causal in SHAPES:
+DIMS = [int(x) for x in os.environ.get("AB_DIMS", "128,256").split(",")]
+for b, h, hk, n, d, causal in [x for x in SHAPES if x[4] in DIMS]:
     mods = {"head": ALL["head"], "pw": ALL[d]}
     torch.manual_seed(0)
     q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16)
@@ -67,5 +68,5 @@ for b, h, hk, n, d, causal in SHAPES:
     }
     print({k_: (round(v_, 4) if isinstance(v_, float) else v_) for k_, v_ in row.items()}, flush=True)
     rows.append(row)
-    json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), "ab_pw.json"), "w"), indent=1)
-json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), "ab_pw.json"), "w"), indent=1)
+    json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), f"ab_pw{os.environ.get('AB_DIMS', '')}.json"), "w"), indent=1)
+json.dump(rows, open(os.path.join(os.environ.get("OUT", "."), f"ab_pw{os.environ.get('AB_DIMS', '')}.json"), "w"), indent=1)
