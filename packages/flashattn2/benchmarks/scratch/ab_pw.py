@@ -13,8 +13,10 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-ALL = {"head": importlib.import_module("flashattn2._gluon_forward"),
-       256: importlib.import_module("gf_pw256"), 128: importlib.import_module("gf_pw128")}
+HEAD = importlib.import_module("flashattn2._gluon_forward")
+# AB_MODS: the scratch modules to run (default: gf_pw<D> at head dim D)
+NAMED = [name for name in os.environ.get("AB_MODS", "").split(",") if name]
+ALL = {name: importlib.import_module(name) for name in NAMED}
 SHAPES = [(2, 16, 16, 4096, 256, False), (2, 16, 16, 4096, 256, True), (4, 16, 16, 2048, 256, False),
           (1, 16, 16, 8192, 256, False), (8, 16, 16, 1024, 256, True), (1, 5, 5, 2000, 256, False),
           (4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (8, 16, 16, 1024, 128, True),
@@ -23,7 +25,7 @@ SHAPES = [(2, 16, 16, 4096, 256, False), (2, 16, 16, 4096, 256, True), (4, 16, 1
 rows = []
 DIMS = [int(x) for x in os.environ.get("AB_DIMS", "128,256").split(",")]
 for b, h, hk, n, d, causal in [x for x in SHAPES if x[4] in DIMS]:
-    mods = {"head": ALL["head"], "pw": ALL[d]}
+    mods = {"head": HEAD, **ALL} if ALL else {"head": HEAD, "pw": importlib.import_module(f"gf_pw{d}")}
     torch.manual_seed(0)
     q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hk, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
