@@ -78,6 +78,7 @@ from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
+from flashattn2._gluon_common import one_of, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, allocator
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
@@ -103,20 +104,6 @@ def _ptx(ASM: gl.constexpr):
     one: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
     x = gl.full([32 * WARPS], 0, gl.int32, one)
     gl.inline_asm_elementwise(ASM + " mov.u32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _zero_at_run_time(x):
-    """0, computed by an instruction the compiler cannot see through (``x`` only orders it in the loop): shared
-    memory indexed by it is addressed afresh in each iteration, so that the products' shared-memory descriptors are
-    not hoisted out of the loop, where ptxas would hold them all in registers and spill (NOTES v106)."""
-    return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _one_of(smem):
-    """``smem`` (2-D) as the only buffer of a one-buffer array, to be indexed by :func:`_zero_at_run_time`."""
-    return smem._reinterpret(smem.dtype, [1, smem.shape[0], smem.shape[1]], smem.layout)
 
 
 @gluon.constexpr_function
@@ -712,14 +699,14 @@ def _consume_item_halves(
             if j < q_tiles:
                 ring = it & 1  # the phase of the one-slot ring and of the one dQ buffer
                 mbarrier.wait(q_ready.index(0), ring)
-                # The buffers of this step's products, addressed in the loop (_zero_at_run_time)
-                zero = _zero_at_run_time(it)
+                # The buffers of this step's products, addressed in the loop (zero_at_run_time)
+                zero = zero_at_run_time(it)
                 q_t = q_smem.index(zero)
                 do_t = do_smem.index(zero)
-                k_t = _one_of(k_smem).index(zero)
-                v_t = _one_of(v_smem).index(zero)
+                k_t = one_of(k_smem).index(zero)
+                v_t = one_of(v_smem).index(zero)
                 dst = ds_smem.index(zero)  # dS^T (keys x queries)
-                pt = _one_of(pt_smem).index(zero)  # P^T
+                pt = one_of(pt_smem).index(zero)  # P^T
                 # S and dP (queries x its keys), issued back to back
                 k_half = k_t.slice(WARPGROUP * HALF, HALF)
                 v_half = v_t.slice(WARPGROUP * HALF, HALF)

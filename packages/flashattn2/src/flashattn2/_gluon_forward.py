@@ -45,6 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
+from flashattn2._gluon_common import one_of, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, heaviest_first
@@ -503,10 +504,15 @@ def _steps_p_shared(
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     for j in range(n_kv):
-        slot = (base + j) % STAGES
+        # Q, K and V addressed afresh in each step (zero_at_run_time): with their products' descriptors hoisted
+        # out of the loop, ptxas spilled 152-168 bytes per thread and the forward took 1.02-1.05x the time
+        # (benchmarks/NOTES.md, v155).
+        fresh = zero_at_run_time(j)
+        slot = (base + j) % STAGES + fresh
         phase = ((base + j) // STAGES) & 1
         mbarrier.wait(k_ready.index(slot), phase)
-        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        q_step = one_of(q).index(fresh)
+        s = warpgroup_mma(q_step, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
