@@ -235,11 +235,17 @@ def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     assert all(torch.equal(a, b) for other in outputs[1:] for a, b in zip(outputs[0], other))
 
 
-
 @hopper_only
 @pytest.mark.parametrize(
     "head_dim, causal, three_consumers",
-    [(64, True, False), (64, False, True), (128, True, False), (128, False, False), (256, True, False), (256, False, False)],
+    [
+        (64, True, False),
+        (64, False, True),
+        (128, True, False),
+        (128, False, False),
+        (256, True, False),
+        (256, False, False),
+    ],
 )
 def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim, causal, three_consumers):
     # The compiled forward's local memory per thread (the driver's count): ptxas spills registers there when it
@@ -255,6 +261,7 @@ def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim,
     assert kernel.three_consumers == three_consumers
     kernel(q, k, v, torch.empty_like(q), torch.empty(1, 2, 1024, device="cuda"))
     assert kernel.kernel.kernel.n_spills == 0
+
 
 @hopper_only
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ def zero_at_run_time(x):
     """0, computed by an instruction the compiler cannot see through (``x`` only orders it in the loop): shared
     memory indexed by it is addressed afresh in each iteration, so that the products' shared-memory descriptors are
     not hoisted out of the loop, where ptxas would hold them all in registers and spill (benchmarks/NOTES.md, v106,
-    v155)."""
+    v157)."""
     return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
 

@@ -505,8 +505,8 @@ def _steps_p_shared(
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     for j in range(n_kv):
         # Q, K and V addressed afresh in each step (zero_at_run_time): with their products' descriptors hoisted
-        # out of the loop, ptxas spilled 152-168 bytes per thread and the forward took 1.02-1.05x the time
-        # (benchmarks/NOTES.md, v155).
+        # out of the loop, ptxas spilled 152-168 bytes per thread and the forward took 1.03-1.04x the time
+        # (benchmarks/NOTES.md, v157).
         fresh = zero_at_run_time(j)
         slot = (base + j) % STAGES + fresh
         phase = ((base + j) // STAGES) & 1
