@@ -122,8 +122,9 @@ def loader_registers(head_dim):
     """Registers per thread of the loader's partition; the default partition (the first consumer) gets what the
     other two leave of the register file. Below 64, ptxas (CUDA 12.8, Triton 3.6) serializes every warpgroup
     product of the kernel at head dims 64 and 128 ("insufficient register resources", C7512). At 256 the
-    consumers' S and O (64 and 128 registers) need all they can get: with the loader at 24 they get 240 each and
-    spill 156 bytes; at 48, 224 and 232 registers, 284 bytes and 1.17-1.33x the time (benchmarks/NOTES.md, v138)."""
+    consumers' S and O (64 and 128 registers) need all they can get: with the loader at 24 they get 240 each; at
+    48, 224 and 232 registers, and they spilled 284 bytes against 156 and took 1.17-1.33x the time (benchmarks/
+    NOTES.md, v138, measured before v157 removed the spills at 24)."""
     return 24 if head_dim >= P_SHARED_HEAD_DIM else 64
 
 
