@@ -319,9 +319,9 @@ def test_hopper_kernels_with_a_negative_or_zero_softmax_scale(hopper_at_small_sh
     "n, head_dim, causal", [(385, 64, True), (2050, 64, False), (387, 128, False), (2051, 128, True), (386, 256, True)]
 )
 def test_the_hopper_backward_takes_lengths_that_are_not_a_multiple_of_4(hopper_at_small_shapes, n, head_dim, causal):
-    # Where a (batch, head)'s rows of L and Delta (fp32) start at an element that is not a multiple of 4, a TMA
-    # load of them from the forward's (B, H, N) layout is misaligned and stops the kernel with an illegal
-    # instruction.
+    # At such lengths a (batch, head)'s rows of L and Delta (fp32) in the forward's (B, H, N) layout start at
+    # elements that are not 16-byte aligned, which a TMA load cannot take (the kernel would stop with an illegal
+    # instruction): the kernel loads them from its prologue's per-tile workspace.
     q, k, v = _inputs((1, 2, n, head_dim), (1, 2, n, head_dim), torch.bfloat16)
     assert _backward_path(q, k, v, causal) == "hopper"
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
