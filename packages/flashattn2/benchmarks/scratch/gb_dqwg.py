@@ -92,6 +92,9 @@ PAIR_REGS = gl.constexpr(int(_os.environ.get("PAIR_REGS", "184")))
 PAIR_SMALL_REGS = gl.constexpr(int(_os.environ.get("PAIR_SMALL_REGS", "24")))
 # the Q/dO slot released at the next step's first product wait instead of after a drain at the step's end
 DEFER = gl.constexpr(int(_os.environ.get("DEFER", "0")))
+_name = _os.path.basename(__file__)
+RS_DK = gl.constexpr("_rs" in _name)  # dK = dS^T Q with dS^T from registers (no barrier between its store and dK)
+NO_DQ = gl.constexpr("_nodq" in _name)  # diagnostic: the dQ warpgroup hands over zeros without any product
 
 
 @builtin
@@ -740,7 +743,10 @@ def _consume_item_pair(
                     ds_h.store(dst)
                     fence_async_shared()
                     dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
-                    dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
+                    if RS_DK:
+                        dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
+                    else:
+                        dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
                 mbarrier.arrive(ds_ready.index(slot))  # the dQ warpgroup may read this step's dS
                 if not DEFER:
                     warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))  # Q and dO read
@@ -842,19 +848,25 @@ def _dq_item(consumer_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
                 slot = it % STAGES
                 mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
                 ds_t = ds_smem.index(slot)
-                dq0 = warpgroup_mma(
-                    ds_t.slice(0, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
-                )
-                dq1 = warpgroup_mma(
-                    ds_t.slice(SUB_M, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
-                )
                 buf = it % 2
-                mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
-                dq0 = warpgroup_mma_wait(num_outstanding=1, deps=(dq0,))
-                dq_smem.index(2 * buf).store(dq0 * softmax_scale)
-                dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq1,))
-                mbarrier.arrive(ds_free.index(slot))
-                dq_smem.index(2 * buf + 1).store(dq1 * softmax_scale)
+                if NO_DQ:
+                    mbarrier.arrive(ds_free.index(slot))
+                    mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
+                    dq_smem.index(2 * buf).store(zero_dq)
+                    dq_smem.index(2 * buf + 1).store(zero_dq)
+                else:
+                    dq0 = warpgroup_mma(
+                        ds_t.slice(0, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
+                    )
+                    dq1 = warpgroup_mma(
+                        ds_t.slice(SUB_M, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
+                    )
+                    mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
+                    dq0 = warpgroup_mma_wait(num_outstanding=1, deps=(dq0,))
+                    dq_smem.index(2 * buf).store(dq0 * softmax_scale)
+                    dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq1,))
+                    mbarrier.arrive(ds_free.index(slot))
+                    dq_smem.index(2 * buf + 1).store(dq1 * softmax_scale)
                 mbarrier.arrive(dq_full.index(buf))
                 it += 1
     if not CAUSAL:
