@@ -95,6 +95,7 @@ DEFER = gl.constexpr(int(_os.environ.get("DEFER", "0")))
 _name = _os.path.basename(__file__)
 RS_DK = gl.constexpr("_rs" in _name)  # dK = dS^T Q with dS^T from registers (no barrier between its store and dK)
 NO_DQ = gl.constexpr("_nodq" in _name)  # diagnostic: the dQ warpgroup hands over zeros without any product
+PER_WARP = gl.constexpr("_pw" in _name)  # the consumer pair's waits and arrives each warp on its own (inline PTX)
 
 
 @builtin
@@ -112,6 +113,55 @@ def _ptx(ASM: gl.constexpr):
     one: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
     x = gl.full([32 * WARPS], 0, gl.int32, one)
     gl.inline_asm_elementwise(ASM + " mov.u32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _per_thread(value, WARPS: gl.constexpr):
+    return gl.full([32 * WARPS], value, gl.int32, gl.BlockedLayout([1], [32], [WARPS], [0]))
+
+
+@gluon.jit
+def _warp_wait(barrier_at, phase, WARPS: gl.constexpr):
+    gl.inline_asm_elementwise(
+        "{ .reg .pred done; .reg .b32 at; mov.b32 at, global_smem; add.u32 at, at, $1; "
+        "waitLoop: mbarrier.try_wait.parity.shared::cta.b64 done, [at], $2; @!done bra.uni waitLoop; "
+        "mov.b32 $0, 0; }",
+        "=r,r,r",
+        [_per_thread(barrier_at, WARPS), _per_thread(phase, WARPS)],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@gluon.jit
+def _warp_arrive(barrier_at, WARPS: gl.constexpr):
+    gl.inline_asm_elementwise(
+        "{ .reg .pred first; .reg .b32 at, lane; mov.u32 lane, %laneid; setp.eq.u32 first, lane, 0; "
+        "mov.b32 at, global_smem; add.u32 at, at, $1; bar.warp.sync -1; "
+        "@first mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
+        "=r,r",
+        [_per_thread(barrier_at, WARPS)],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@gluon.jit
+def _pair_wait(bar, at, phase):
+    if PER_WARP:
+        _warp_wait(at, phase, 8)
+    else:
+        mbarrier.wait(bar, phase)
+
+
+@gluon.jit
+def _pair_arrive(bar, at):
+    if PER_WARP:
+        _warp_arrive(at, 8)
+    else:
+        mbarrier.arrive(bar)
 
 
 @gluon.constexpr_function
@@ -630,6 +680,7 @@ def _consume_item(
 @gluon.jit
 def _consumer_pair(
     consumer_args,
+    bars_at,
     schedule,
     CAUSAL: gl.constexpr,
     PERSISTENT: gl.constexpr,
@@ -640,12 +691,13 @@ def _consumer_pair(
     it = 0
     for t in range(_item_count(schedule, CAUSAL, PERSISTENT)):
         where = _item_at(t, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD)
-        it = _consume_item_pair(consumer_args, where, t & 1, it, CAUSAL, RAGGED, HEAD_DIM)
+        it = _consume_item_pair(consumer_args, bars_at, where, t & 1, it, CAUSAL, RAGGED, HEAD_DIM)
 
 
 @gluon.jit
 def _consume_item_pair(
     consumer_args,
+    bars_at,
     where,
     phase,
     it,
@@ -686,6 +738,7 @@ def _consume_item_pair(
         stride_dkh,
         stride_dkn,
     ) = consumer_args
+    kv_bar_at, kv_empty_at, kv_done_at, q_ready_at, q_empty_at, ds_ready_at, ds_free_at = bars_at
     BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
     STAGES: gl.constexpr = stages(HEAD_DIM)
@@ -707,14 +760,14 @@ def _consume_item_pair(
     keys = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=row_layout)
     key_ok = keys < n_ctx
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
-    mbarrier.wait(kv_bar, phase)
+    _pair_wait(kv_bar, kv_bar_at, phase)
     first_it = it
     for _head in range(n_heads):  # the query heads this program walks
         for s in range(steps):
             j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
             if j < q_tiles:
                 slot = it % STAGES
-                mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
+                _pair_wait(q_ready.index(slot), q_ready_at + 8 * slot, (it // STAGES) & 1)
                 for h in gl.static_range(BLOCK_M // SUB_M):  # the tile's SUB_M-query parts
                     q_h = _part(q_smem.index(slot), h, SUB_M, 0)
                     do_h = _part(do_smem.index(slot), h, SUB_M, 0)
@@ -738,7 +791,7 @@ def _consume_item_pair(
                     dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                     dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
                     if h == 0:
-                        mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
+                        _pair_wait(ds_free.index(slot), ds_free_at + 8 * slot, ((it // STAGES) & 1) ^ 1)
                     ds_h = _part(ds_smem.index(slot), h, SUB_M, 1)
                     ds_h.store(dst)
                     fence_async_shared()
@@ -747,10 +800,10 @@ def _consume_item_pair(
                         dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
                     else:
                         dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
-                mbarrier.arrive(ds_ready.index(slot))  # the dQ warpgroup may read this step's dS
+                _pair_arrive(ds_ready.index(slot), ds_ready_at + 8 * slot)  # the dQ warpgroup may read this step's dS
                 if not DEFER:
                     warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))  # Q and dO read
-                    mbarrier.arrive(q_empty.index(slot))
+                    _pair_arrive(q_empty.index(slot), q_empty_at + 8 * slot)
                 it += 1
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
@@ -758,14 +811,14 @@ def _consume_item_pair(
         mbarrier.arrive(q_empty.index((it + STAGES - 1) % STAGES), pred=it > first_it)
     first_key = n * BLOCK_N
     if CAUSAL:
-        mbarrier.arrive(kv_empty)
+        _pair_arrive(kv_empty, kv_empty_at)
         _store_dk_dv_from_registers(
             dk * softmax_scale, dv, dk_ptr, dv_ptr, b, dkv_head, first_key, 0, n_ctx, stride_dkb, stride_dkh, stride_dkn
         )
     else:
-        mbarrier.arrive(kv_done)
+        _pair_arrive(kv_done, kv_done_at)
         v_smem.store(dv.to(v_smem.dtype))
-        mbarrier.wait(kv_done, phase)  # the dQ warpgroup is done with K
+        _pair_wait(kv_done, kv_done_at, phase)  # the dQ warpgroup is done with K
         k_smem.store((dk * softmax_scale).to(k_smem.dtype))
         fence_async_shared()
         block_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -777,7 +830,7 @@ def _consume_item_pair(
             tma.async_copy_shared_to_global(dk_desc, coord, k_blocks.index(w).reshape(box))
             tma.async_copy_shared_to_global(dv_desc, coord, v_blocks.index(w).reshape(box))
         tma.store_wait(0)
-        mbarrier.arrive(kv_empty)
+        _pair_arrive(kv_empty, kv_empty_at)
     return it
 
 
@@ -1054,6 +1107,13 @@ def _hopper_backward_kernel(
     stride_dkb,
     stride_dkh,
     stride_dkn,
+    kv_bar_at,
+    kv_empty_at,
+    kv_done_at,
+    q_ready_at,
+    q_empty_at,
+    ds_ready_at,
+    ds_free_at,
     CAUSAL: gl.constexpr,
     PERSISTENT: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -1108,15 +1168,20 @@ def _hopper_backward_kernel(
     ds_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(kv_bar, count=1)
-    mbarrier.init(kv_empty, count=2)
-    mbarrier.init(kv_done, count=2)
     PAIR: gl.constexpr = HEAD_DIM == 64
+    PAIR_ARRIVALS: gl.constexpr = 8 if PER_WARP else 1  # the consumer pair's arrivals on a barrier
+    mbarrier.init(kv_bar, count=1)
+    if PAIR:
+        mbarrier.init(kv_empty, count=PAIR_ARRIVALS + 1)
+        mbarrier.init(kv_done, count=PAIR_ARRIVALS + 1)
+    else:
+        mbarrier.init(kv_empty, count=2)
+        mbarrier.init(kv_done, count=2)
     for i in gl.static_range(STAGES):
         mbarrier.init(q_ready.index(i), count=1)
         if PAIR:
-            mbarrier.init(q_empty.index(i), count=1)
-            mbarrier.init(ds_ready.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=PAIR_ARRIVALS)
+            mbarrier.init(ds_ready.index(i), count=PAIR_ARRIVALS)
             mbarrier.init(ds_free.index(i), count=1)
         else:
             mbarrier.init(q_empty.index(i), count=2)
@@ -1187,7 +1252,19 @@ def _hopper_backward_kernel(
         gl.warp_specialize(
             [
                 (_dq_products, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, HEAD_DIM)),
-                (_consumer_pair, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, HEAD_DIM)),
+                (
+                    _consumer_pair,
+                    (
+                        consumer_args,
+                        (kv_bar_at, kv_empty_at, kv_done_at, q_ready_at, q_empty_at, ds_ready_at, ds_free_at),
+                        schedule,
+                        CAUSAL,
+                        PERSISTENT,
+                        PER_QUERY_HEAD,
+                        RAGGED,
+                        HEAD_DIM,
+                    ),
+                ),
                 (_loader, (loader_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, HEAD_DIM)),
                 (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 0, HEAD_DIM)),
                 (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 1, HEAD_DIM)),
@@ -1404,6 +1481,14 @@ def hopper_backward_applies(q_shape, k_shape, tma_strides, dtype, device, causal
     return causal or triton.cdiv(n, block_n(head_dim)) <= _hopper.usable_multiprocessors(device)
 
 
+def _settle_barriers(kernel, scalars):
+    """The byte offsets of kv_bar, kv_empty, kv_done, q_ready, q_empty, ds_ready and ds_free, read from the PTX."""
+    o = _hopper.mbarrier_offsets(kernel.asm["ptx"])
+    assert len(o) == 15, o
+    assert [o[7], o[8], o[9], o[10]] == [o[3] + 8, o[4] + 8, o[5] + 8, o[6] + 8], o
+    return (*scalars[:-7], o[0], o[1], o[2], o[3], o[4], o[5], o[6])
+
+
 class HopperBackward:
     """``backward(grad_out, q, k, v, out, lse, dq, dk, dv)``: fills dq, dk, dv for one layout.
 
@@ -1479,6 +1564,7 @@ class HopperBackward:
                 softmax_scale * LOG2_E,
                 softmax_scale,
                 *dkv_strides,
+                *(0,) * 7,  # the barriers' offsets, settled once compiled
             ),
             {
                 "CAUSAL": causal,
@@ -1490,6 +1576,7 @@ class HopperBackward:
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(self.block_m, keys_per_item, NUM_WARPS, 1),
             device,
+            settle=_settle_barriers,
         )
         self.prologue = CompiledLaunch(
             _prologue_kernel,
