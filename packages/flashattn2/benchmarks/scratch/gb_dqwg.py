@@ -95,6 +95,7 @@ DEFER = gl.constexpr(int(_os.environ.get("DEFER", "0")))
 _name = _os.path.basename(__file__)
 RS_DK = gl.constexpr("_rs" in _name)  # dK = dS^T Q with dS^T from registers (no barrier between its store and dK)
 NO_DQ = gl.constexpr("_nodq" in _name)  # diagnostic: the dQ warpgroup hands over zeros without any product
+NO_STORE = gl.constexpr("_nost" in _name)  # diagnostic (with _nodq): dS never stored, dK from registers
 PER_WARP = gl.constexpr("_pw" in _name)  # the consumer pair's waits and arrives each warp on its own (inline PTX)
 
 
@@ -793,10 +794,11 @@ def _consume_item_pair(
                     if h == 0:
                         _pair_wait(ds_free.index(slot), ds_free_at + 8 * slot, ((it // STAGES) & 1) ^ 1)
                     ds_h = _part(ds_smem.index(slot), h, SUB_M, 1)
-                    ds_h.store(dst)
-                    fence_async_shared()
+                    if not NO_STORE:
+                        ds_h.store(dst)
+                        fence_async_shared()
                     dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
-                    if RS_DK:
+                    if RS_DK or NO_STORE:
                         dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
                     else:
                         dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
