@@ -96,6 +96,7 @@ _name = _os.path.basename(__file__)
 RS_DK = gl.constexpr("_rs" in _name)  # dK = dS^T Q with dS^T from registers (no barrier between its store and dK)
 NO_DQ = gl.constexpr("_nodq" in _name)  # diagnostic: the dQ warpgroup hands over zeros without any product
 NO_STORE = gl.constexpr("_nost" in _name)  # diagnostic (with _nodq): dS never stored, dK from registers
+FR = gl.constexpr("_fr" in _name)  # dS halves in two buffers, one explicit pair barrier per step (at its end)
 PER_WARP = gl.constexpr("_pw" in _name)  # the consumer pair's waits and arrives each warp on its own (inline PTX)
 
 
@@ -793,7 +794,13 @@ def _consume_item_pair(
                     dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
                     if h == 0:
                         _pair_wait(ds_free.index(slot), ds_free_at + 8 * slot, ((it // STAGES) & 1) ^ 1)
-                    ds_h = _part(ds_smem.index(slot), h, SUB_M, 1)
+                    if FR:
+                        if h == 0:
+                            ds_h = ds_smem.index(slot)
+                        else:
+                            ds_h = _pt_smem.index(slot)
+                    else:
+                        ds_h = _part(ds_smem.index(slot), h, SUB_M, 1)
                     if not NO_STORE:
                         ds_h.store(dst)
                         fence_async_shared()
@@ -803,6 +810,8 @@ def _consume_item_pair(
                     else:
                         dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
                 _pair_arrive(ds_ready.index(slot), ds_ready_at + 8 * slot)  # the dQ warpgroup may read this step's dS
+                if FR:
+                    gl.thread_barrier()  # the pair meets here, not before its next dS stores
                 if not DEFER:
                     warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))  # Q and dO read
                     _pair_arrive(q_empty.index(slot), q_empty_at + 8 * slot)
@@ -910,12 +919,14 @@ def _dq_item(consumer_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
                     dq_smem.index(2 * buf).store(zero_dq)
                     dq_smem.index(2 * buf + 1).store(zero_dq)
                 else:
-                    dq0 = warpgroup_mma(
-                        ds_t.slice(0, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
-                    )
-                    dq1 = warpgroup_mma(
-                        ds_t.slice(SUB_M, SUB_M, dim=1).permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True
-                    )
+                    if FR:
+                        ds_0 = ds_t
+                        ds_1 = _pt_smem.index(slot)
+                    else:
+                        ds_0 = ds_t.slice(0, SUB_M, dim=1)
+                        ds_1 = ds_t.slice(SUB_M, SUB_M, dim=1)
+                    dq0 = warpgroup_mma(ds_0.permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True)
+                    dq1 = warpgroup_mma(ds_1.permute((1, 0)), k_smem, zero_dq, use_acc=False, is_async=True)
                     mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
                     dq0 = warpgroup_mma_wait(num_outstanding=1, deps=(dq0,))
                     dq_smem.index(2 * buf).store(dq0 * softmax_scale)
@@ -1149,8 +1160,15 @@ def _hopper_backward_kernel(
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
-    ds_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_M], ds_layout)
-    if HEAD_DIM == 256:  # noqa: SIM108 (a branch at compile time) P^T, shared like dS^T (_consume_item_halves)
+    if FR and HEAD_DIM == 64:  # the halves' dS in two buffers, so that storing one never waits for the other
+        half_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, SUB_M], dtype)
+        ds_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, SUB_M], half_layout)
+        pt_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, SUB_M], half_layout)
+    else:
+        ds_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_M], ds_layout)
+    if FR and HEAD_DIM == 64:
+        pass
+    elif HEAD_DIM == 256:  # noqa: SIM108 (a branch at compile time) P^T, shared like dS^T (_consume_item_halves)
         pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], ds_layout)
     else:  # each consumer keeps its P^T in registers
         pt_smem = ds_smem
