@@ -122,9 +122,8 @@ def loader_registers(head_dim):
     """Registers per thread of the loader's partition; the default partition (the last consumer) gets what the
     other two leave of the register file. Below 64, ptxas (CUDA 12.8, Triton 3.6) serializes every warpgroup
     product of the kernel at head dims 64 and 128 ("insufficient register resources", C7512). At 256 the
-    consumers' S and O (64 and 128 registers) need all they can get: with the loader at 24 they get 240 each.
-    With the loader at 48 (224 and 232 registers) they spilled 284 bytes against 156 at 24 and took 1.17-1.33x
-    the time (benchmarks/NOTES.md, v138; v157 has since removed the spills at 24)."""
+    consumers' S and O (64 and 128 registers) need all they can get: with the loader at 24 they get 240 each;
+    with it at 48, 224 and 232, and they spilled and took 1.17-1.33x the time (benchmarks/NOTES.md, v138)."""
     return 24 if head_dim >= P_SHARED_HEAD_DIM else 64
 
 
