@@ -17,7 +17,7 @@ def _floats(*numels, dtype=torch.float32):
     return [torch.empty(n, dtype=dtype) for n in numels]
 
 
-def test_buckets_fill_in_reverse_order_up_to_the_cap():
+def test_buckets_fill_in_reverse_order_until_they_reach_the_cap():
     sizes = torch.randint(1, 1000, (12,)).tolist()
     params = _floats(*sizes)
     cap_mb = 1500 * 4 / MIB  # 1500 float32 values
@@ -25,14 +25,32 @@ def test_buckets_fill_in_reverse_order_up_to_the_cap():
     assert [i for bucket in buckets for i in bucket] == list(reversed(range(len(params))))
     for k, bucket in enumerate(buckets):
         total = sum(sizes[i] for i in bucket)
-        assert total <= 1500
-        if k + 1 < len(buckets):  # a bucket closes only when the next parameter would not fit
-            assert total + sizes[buckets[k + 1][0]] > 1500
+        assert total - sizes[bucket[-1]] < 1500  # below the cap until its last parameter joined
+        if k + 1 < len(buckets):  # a bucket closes only once it has reached the cap
+            assert total >= 1500
 
 
-def test_oversize_parameter_gets_its_own_bucket():
+def test_buckets_are_pytorch_ddps():
+    # torch's own assignment (the one DistributedDataParallel makes with a 1 MiB first
+    # bucket and bucket_cap_mb after it) as the reference, on parameters in launch order
+    numels = torch.randint(1, 20_000, (40,)).tolist()
+    params = _floats(*numels)
+    first_bytes, cap_bytes = 8_000 * 4, 30_000 * 4
+    in_launch_order = list(reversed(params))
+    expected, _ = dist._compute_bucket_assignment_by_size(in_launch_order, [first_bytes, cap_bytes])
+    expected = [[len(params) - 1 - i for i in bucket] for bucket in expected]
+    assert assign_buckets(params, cap_bytes / MIB, first_bucket_mb=first_bytes / MIB) == expected
+
+
+def test_a_small_parameter_between_two_oversize_ones_shares_a_bucket():
+    # (a norm's weight between two projections larger than the cap)
+    params = _floats(5000, 10, 5000)
+    assert assign_buckets(params, 100 * 4 / MIB) == [[2], [1, 0]]
+
+
+def test_oversize_parameter_closes_the_bucket_it_joins():
     params = _floats(10, 5000, 10, 10)
-    assert assign_buckets(params, 100 * 4 / MIB) == [[3, 2], [1], [0]]
+    assert assign_buckets(params, 100 * 4 / MIB) == [[3, 2, 1], [0]]
 
 
 def test_tiny_cap_one_bucket_per_parameter_and_none_one_bucket():
@@ -52,17 +70,17 @@ def test_default_first_bucket_is_pytorch_ddps():
 
 def test_first_bucket_has_its_own_smaller_cap():
     params = _floats(30, 30, 30, 30, 30)
-    # first bucket: at most 50 values; the others: at most 100
-    assert assign_buckets(params, 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[4], [3, 2, 1], [0]]
-    assert assign_buckets(params, 100 * 4 / MIB) == [[4, 3, 2], [1, 0]]
-    # a parameter above the first cap still gets bucket 0 alone, not an empty bucket
-    assert assign_buckets(_floats(80, 10), 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[1], [0]]
+    # first bucket: closed at 50 values; the others: at 100
+    assert assign_buckets(params, 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[4, 3], [2, 1, 0]]
+    assert assign_buckets(params, 100 * 4 / MIB) == [[4, 3, 2, 1], [0]]
+    # a parameter above the first cap gets bucket 0 alone
     assert assign_buckets(_floats(10, 80), 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[1], [0]]
+    assert assign_buckets(_floats(80, 10), 100 * 4 / MIB, first_bucket_mb=50 * 4 / MIB) == [[1, 0]]
 
 
 def test_first_bucket_cap_never_exceeds_the_cap_and_none_ignores_it():
     params = _floats(30, 30, 30)
-    assert assign_buckets(params, 40 * 4 / MIB, first_bucket_mb=1000) == [[2], [1], [0]]
+    assert assign_buckets(params, 40 * 4 / MIB, first_bucket_mb=1000) == [[2, 1], [0]]
     assert assign_buckets(params, None, first_bucket_mb=1e-9) == [[2, 1, 0]]
 
 

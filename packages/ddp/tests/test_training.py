@@ -33,9 +33,10 @@ LR = 0.1
 INIT_SEED = 1234  # rank r builds its model from INIT_SEED + r; the reference is rank 0's
 
 # (name, wrapper factory, compressed?). Bucket caps are in MiB: 1e-9 MiB is below
-# any parameter's size (every parameter its own bucket); 5e-4 MiB (524 bytes)
-# holds two to four of this model's 12-256 byte tensors; None is one bucket per dtype.
-# "bucketed-first" caps bucket 0 at 2e-5 MiB (20 bytes): low.bias (6 bytes) fits, low.weight (36) not.
+# any parameter's size (every parameter its own bucket); a bucket closed at 5e-4 MiB
+# (524 bytes) holds two to four of this model's 12-256 byte tensors; None is one bucket
+# per dtype. "bucketed-first" closes bucket 0 at 5e-6 MiB (5.2 bytes): low.bias (6 bytes)
+# fills it alone, and low.weight (36) starts bucket 1.
 CONFIGS = [
     ("naive", lambda m: NaiveDDP(m), False),
     ("flat", lambda m: FlatDDP(m), False),
@@ -43,7 +44,7 @@ CONFIGS = [
     ("bucketed-tiny", lambda m: BucketedDDP(m, bucket_size_mb=1e-9), False),
     ("bucketed-medium", lambda m: BucketedDDP(m, bucket_size_mb=5e-4), False),
     ("bucketed-one", lambda m: BucketedDDP(m, bucket_size_mb=None), False),
-    ("bucketed-first", lambda m: BucketedDDP(m, bucket_size_mb=5e-4, first_bucket_mb=2e-5), False),
+    ("bucketed-first", lambda m: BucketedDDP(m, bucket_size_mb=5e-4, first_bucket_mb=5e-6), False),
     ("naive-bf16", lambda m: NaiveDDP(m, compress_bf16=True), True),
     ("flat-bf16", lambda m: FlatDDP(m, compress_bf16=True), True),
     ("overlap-bf16", lambda m: OverlapDDP(m, compress_bf16=True), True),

@@ -36,12 +36,19 @@ def assign_buckets(
 
     Walking ``order`` (by default the reverse of ``params``: backward produces
     the gradients of the last layers first), a parameter joins the current
-    bucket if it has the same dtype and device and the bucket stays within its
-    cap; otherwise it starts a new bucket. The cap is ``first_bucket_mb`` MiB for
-    bucket 0 (but never more than ``bucket_size_mb``) and ``bucket_size_mb`` MiB
-    for the others. A parameter larger than the cap therefore gets a bucket of
-    its own. ``bucket_size_mb=None`` puts every parameter of one (dtype, device)
+    bucket if it has the same dtype and device and the bucket has not yet
+    reached its cap; otherwise it starts a new bucket. So a bucket is closed by
+    the parameter that brings it to its cap or past it, as PyTorch DDP closes
+    its buckets (torch/csrc/distributed/c10d/reducer.cpp,
+    ``compute_bucket_assignment_by_size``), and it exceeds the cap by less than
+    that last parameter. The cap is ``first_bucket_mb`` MiB for bucket 0 (but
+    never more than ``bucket_size_mb``) and ``bucket_size_mb`` MiB for the
+    others. ``bucket_size_mb=None`` puts every parameter of one (dtype, device)
     run into a single bucket, whatever ``first_bucket_mb``.
+
+    Closing a bucket only once it is full keeps a small parameter (a norm's
+    weight, say) that comes between two parameters larger than the cap from
+    making a bucket, and an all-reduce, of its own.
 
     Arguments:
         params: the tensors, in registration order.
@@ -70,7 +77,7 @@ def assign_buckets(
         size = param.numel() * param.element_size()
         kind = (param.dtype, param.device)
         cap = first_cap_bytes if len(buckets) == 1 else cap_bytes
-        if buckets and kind == bucket_kind and bucket_bytes + size <= cap:
+        if buckets and kind == bucket_kind and bucket_bytes < cap:
             buckets[-1].append(index)
             bucket_bytes += size
         else:
@@ -102,8 +109,9 @@ class BucketedDDP(DataParallel):
     """Overlapped all-reduce of gradient buckets, with gradients living in the buckets.
 
     Trainable parameters are grouped, in reverse registration order (until the
-    rebuild described below), into buckets of at most ``bucket_size_mb`` MiB
-    with one dtype and device each (see :func:`assign_buckets`). Each bucket
+    rebuild described below), into buckets of one dtype and device each, each
+    closed once it holds ``bucket_size_mb`` MiB or more, as PyTorch DDP closes
+    its buckets (see :func:`assign_buckets`). Each bucket
     owns one flat buffer, and each
     parameter's ``.grad`` becomes a view into it, so a bucket is all-reduced
     in place without flattening or copying back. When backward has finished every
@@ -150,7 +158,9 @@ class BucketedDDP(DataParallel):
             Do not move it after wrapping: the buckets stay where they were made.
         bucket_size_mb: bucket cap in MiB (2**20 bytes), a positive number, or
             ``None`` for no cap: one bucket per run of consecutive parameters
-            (in launch order) of one dtype and device. Default 25.0.
+            (in launch order) of one dtype and device. A bucket is closed by the
+            parameter that brings it to the cap, so it exceeds the cap by less
+            than that parameter. Default 25.0.
         first_bucket_mb: the cap of bucket 0 (the first to be all-reduced) in
             MiB, a positive number, or ``None`` for ``bucket_size_mb``. It never
             exceeds ``bucket_size_mb`` and is ignored when that is ``None``.
