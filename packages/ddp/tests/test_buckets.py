@@ -125,6 +125,15 @@ def test_units_launch_in_index_order_whatever_the_readiness_order():
     assert log[3:] == [("wait", 0), ("complete", 0), ("wait", 1), ("complete", 1), ("wait", 2), ("complete", 2)]
 
 
+def test_without_a_completion_finish_waits_for_every_unit():
+    log = []
+    launcher = InOrderLauncher([[1], [0]], ["p0", "p1"], launch=lambda k: _FakeWork(log, k), complete=None)
+    launcher.mark_ready(1)
+    launcher.mark_ready(0)
+    launcher.finish()
+    assert log == [("wait", 0), ("wait", 1)]
+
+
 def test_finish_launches_units_whose_gradients_never_came():
     log = []
     launcher = _launcher([[2], [1], [0]], log)

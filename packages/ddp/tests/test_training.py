@@ -123,15 +123,16 @@ def sgd_step(model: nn.Module) -> None:
                 param -= LR * param.grad
 
 
-def train(batches, rank: int = 0, world_size: int = 1, micro_batches: int = 1, make_wrapper=None):
-    """Train AwkwardNet with SGD; returns (model, wrapper or None). Alternates zero_grad(set_to_none=...)."""
+def train(batches, rank: int = 0, world_size: int = 1, micro_batches: int = 1, make_wrapper=None, device="cpu"):
+    """Train AwkwardNet on ``device`` with SGD; returns (model, wrapper or None). Alternates
+    zero_grad(set_to_none=...)."""
     torch.manual_seed(INIT_SEED + rank)
-    model = AwkwardNet()
+    model = AwkwardNet().to(device)
     wrapper = make_wrapper(model) if make_wrapper else None
     trained = wrapper if wrapper is not None else model
     for step, (x, y) in enumerate(batches):
         trained.zero_grad(set_to_none=step % 2 == 0)
-        x_mine, y_mine = x.chunk(world_size)[rank], y.chunk(world_size)[rank]
+        x_mine, y_mine = x.chunk(world_size)[rank].to(device), y.chunk(world_size)[rank].to(device)
         pieces = list(zip(x_mine.chunk(micro_batches), y_mine.chunk(micro_batches)))
         for index, (xm, ym) in enumerate(pieces):
             loss = loss_fn(trained(xm, swap=rank % 2 == 1), ym) / micro_batches
@@ -282,3 +283,39 @@ def test_wrappers_match_single_process_training(world_size):
     if world_size == 2:
         for name, errors in results[0]["compressed_sum"].items():
             assert errors and max(errors.values()) <= 1e-7, (name, errors)
+
+
+# ---------------------------------------------------------------- GPUs
+
+
+def _ranks_train_on_gpus(rank, world_size, data_seed):
+    """Every configuration on this rank's GPU (NCCL averages with ReduceOp.AVG inside the all-reduce);
+    the trained parameters, on the CPU."""
+    device = torch.device("cuda", rank)
+    batches = make_batches(data_seed, world_size, 1)
+    micro = make_batches(data_seed + 1, world_size, MICRO_BATCHES)
+    out = {"trained": {}, "accumulated": {}}
+    for name, make_wrapper, _ in CONFIGS:
+        model, _ = train(batches, rank, world_size, 1, make_wrapper, device=device)
+        out["trained"][name] = {n: p.cpu() for n, p in snapshot(model).items()}
+        model, _ = train(micro, rank, world_size, MICRO_BATCHES, make_wrapper, device=device)
+        out["accumulated"][name] = {n: p.cpu() for n, p in snapshot(model).items()}
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs (one per rank)")
+def test_wrappers_match_single_process_training_on_two_gpus_with_nccl():
+    data_seed = int(torch.randint(0, 2**30, ()).item())
+    results = spawn(_ranks_train_on_gpus, 2, args=(data_seed,), backend="nccl", timeout_s=180)
+    device = torch.device("cuda", 0)
+    reference, _ = train(make_batches(data_seed, 2, 1), device=device)
+    reference_micro, _ = train(make_batches(data_seed + 1, 2, MICRO_BATCHES), device=device)
+    reference = {n: p.cpu() for n, p in snapshot(reference).items()}
+    reference_micro = {n: p.cpu() for n, p in snapshot(reference_micro).items()}
+    for name, _, compressed in CONFIGS:
+        for rank, result in enumerate(results):
+            _assert_close_to(reference, result["trained"][name], compressed, f"{name} rank {rank}")
+            _assert_close_to(reference_micro, result["accumulated"][name], compressed, f"{name} no_sync rank {rank}")
+            for param_name, value in result["trained"][name].items():  # bit-identical on every rank
+                assert torch.equal(value, results[0]["trained"][name][param_name]), (name, rank, param_name)

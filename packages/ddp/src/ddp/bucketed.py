@@ -258,7 +258,12 @@ class BucketedDDP(DataParallel):
                     param.grad = view
             self._buckets.append(bucket)
         units = [bucket.members for bucket in self._buckets]
-        self._launcher = InOrderLauncher(units, self._param_names, self._launch, self._complete)
+        # Uncompressed buckets all-reduced with ReduceOp.AVG (NCCL) are averaged in place by the
+        # collective: nothing is left to do once one finished, so the launcher spends no Python call
+        # per bucket on it after backward.
+        averaged_in_place = self._collective_averages and all(bucket.wire is None for bucket in self._buckets)
+        complete = None if averaged_in_place else self._complete
+        self._launcher = InOrderLauncher(units, self._param_names, self._launch, complete)
 
     def _before_accumulate(self, index: int) -> None:
         if self._launcher.is_ready(index):

@@ -37,7 +37,8 @@ class InOrderLauncher:
         launch: ``launch(k)`` starts unit ``k``'s asynchronous all-reduce and
             returns its ``torch.distributed.Work``.
         complete: ``complete(k)`` runs after unit ``k``'s all-reduce finished
-            (averages and writes back the gradients).
+            (averages and writes back the gradients); ``None`` when nothing is
+            left to do then (the all-reduce averaged in place).
     """
 
     def __init__(
@@ -45,7 +46,7 @@ class InOrderLauncher:
         units: Sequence[Sequence[int]],
         names: Sequence[str],
         launch: Callable[[int], dist.Work],
-        complete: Callable[[int], None],
+        complete: Callable[[int], None] | None,
     ) -> None:
         self.units = [list(u) for u in units]
         self._names = list(names)
@@ -112,7 +113,7 @@ class InOrderLauncher:
                 self._launch_next()
             for unit, work in self._in_flight:
                 work.wait()
-                if complete:
+                if complete and self._complete is not None:
                     self._complete(unit)
                 completed += 1
         except GradientSyncError:
