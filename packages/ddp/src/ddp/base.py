@@ -330,14 +330,15 @@ class DataParallel(nn.Module, abc.ABC):
                 "gradients only (a sparse gradient comes from, e.g., an embedding with sparse=True): make it "
                 "dense, then call model.abandon_gradient_synchronization() on every rank"
             )
-        self._backward_seen = True
+        if not self._backward_seen:  # nn.Module's __setattr__ costs microseconds: once per pass
+            self._backward_seen = True
         if self._sync_enabled:
             self._on_grad_ready(index)
 
     def _note_backward(self) -> None:
         """Remember the backward pass now running (from its first gradient) until autograd reports it complete."""
-        task = torch._C._current_graph_task_id()
         if self._backward_task is None:
+            task = torch._C._current_graph_task_id()
             self._backward_task = task
             wrapper = weakref.ref(self)
             torch.autograd.Variable._execution_engine.queue_callback(
