@@ -148,7 +148,8 @@ def train(batches, rank: int = 0, world_size: int = 1, micro_batches: int = 1, m
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
+    """The parameters, copied to the CPU."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}
 
 
 def _compressed_sum_check(rank, world_size, make_wrapper, x, y):
@@ -289,17 +290,16 @@ def test_wrappers_match_single_process_training(world_size):
 
 
 def _ranks_train_on_gpus(rank, world_size, data_seed):
-    """Every configuration on this rank's GPU (NCCL averages with ReduceOp.AVG inside the all-reduce);
-    the trained parameters, on the CPU."""
+    """Every configuration on this rank's GPU (NCCL averages with ReduceOp.AVG inside the all-reduce)."""
     device = torch.device("cuda", rank)
     batches = make_batches(data_seed, world_size, 1)
     micro = make_batches(data_seed + 1, world_size, MICRO_BATCHES)
     out = {"trained": {}, "accumulated": {}}
     for name, make_wrapper, _ in CONFIGS:
         model, _ = train(batches, rank, world_size, 1, make_wrapper, device=device)
-        out["trained"][name] = {n: p.cpu() for n, p in snapshot(model).items()}
+        out["trained"][name] = snapshot(model)
         model, _ = train(micro, rank, world_size, MICRO_BATCHES, make_wrapper, device=device)
-        out["accumulated"][name] = {n: p.cpu() for n, p in snapshot(model).items()}
+        out["accumulated"][name] = snapshot(model)
     return out
 
 
@@ -311,8 +311,8 @@ def test_wrappers_match_single_process_training_on_two_gpus_with_nccl():
     device = torch.device("cuda", 0)
     reference, _ = train(make_batches(data_seed, 2, 1), device=device)
     reference_micro, _ = train(make_batches(data_seed + 1, 2, MICRO_BATCHES), device=device)
-    reference = {n: p.cpu() for n, p in snapshot(reference).items()}
-    reference_micro = {n: p.cpu() for n, p in snapshot(reference_micro).items()}
+    reference = snapshot(reference)
+    reference_micro = snapshot(reference_micro)
     for name, _, compressed in CONFIGS:
         for rank, result in enumerate(results):
             _assert_close_to(reference, result["trained"][name], compressed, f"{name} rank {rank}")

@@ -108,13 +108,14 @@ class InOrderLauncher:
 
     def _drain(self, complete: bool) -> None:
         completed = 0
+        complete_unit = self._complete if complete else None
         try:
             while self._next < len(self.units):
                 self._launch_next()
             for unit, work in self._in_flight:
                 work.wait()
-                if complete and self._complete is not None:
-                    self._complete(unit)
+                if complete_unit is not None:
+                    complete_unit(unit)
                 completed += 1
         except GradientSyncError:
             raise
