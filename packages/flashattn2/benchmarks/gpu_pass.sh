@@ -12,7 +12,7 @@
 set -uo pipefail
 : "${OUT:?set OUT to a folder for the results}"
 mkdir -p "$OUT"
-export PYTHONPATH=packages/flashattn2/src PYTHONUNBUFFERED=1
+export PYTHONPATH=packages/flashattn2/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 bench=packages/flashattn2/benchmarks
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests matrix host first tiles64 tiles128)

@@ -122,18 +122,48 @@ class CudaLauncher:
         self.launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, None, None, *args)
 
 
+class PackedCudaLauncher(CudaLauncher):
+    """Triton 3.7's, likewise: one C launch function for every kernel, which takes the kernel's arguments as one
+    sequence after their annotations and signature."""
+
+    arg_annotations, kernel_signature = ("annotated",), b"signature"
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, enter, leave, *args):
+        cooperative, pdl = self.launch_cooperative_grid, self.launch_pdl
+        self.launch(
+            *(gridX, gridY, gridZ, stream, function, cooperative, pdl, kernel_metadata, launch_metadata, enter, leave),
+            *(None, None, self.arg_annotations, self.kernel_signature, args),
+        )
+
+
+PackedCudaLauncher.__name__ = "CudaLauncher"  # Triton's name, which direct launches check
+
+# each version's launcher: the two conventions of direct launches, and one whose launches go through run
+LAUNCHERS = {"3.6.0": CudaLauncher, "3.7.1": PackedCudaLauncher, "3.5.1": CudaLauncher}
+
+
 def on_a_cuda_launcher(monkeypatch, version="3.6.0", scratch=0) -> tuple[_RecordingJIT, CudaLauncher]:
     """``(fn, launcher)``: a recorded kernel compiled as on a CUDA device under Triton ``version``, whose
-    ``run`` is a :class:`CudaLauncher`; launches go to stream 99 of device 0."""
+    ``run`` is that version's launcher (:data:`LAUNCHERS`); launches go to stream 99 of device 0."""
     monkeypatch.setattr(launch_module, "KERNELS_INTERPRETED", False)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", {0: 99}.__getitem__, raising=False)
     monkeypatch.setattr(triton, "__version__", version)
     fn = _RecordingJIT()
-    fn.compiled.run = CudaLauncher(scratch)
+    fn.compiled.run = LAUNCHERS[version](scratch)
     return fn, fn.compiled.run
 
 
-@pytest.mark.parametrize("version", ["3.6.0", "3.5.1"])
+def same(a, b) -> bool:
+    """Whether two launches' arguments are the same: tensors by identity, sequences item by item, the rest by
+    equality (``==`` on tensors compares their elements)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("version", list(LAUNCHERS))
 @pytest.mark.parametrize("scratch", [0, 128], ids=["no-scratch", "scratch"])
 def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypatch, version, scratch):
     fn, launcher = on_a_cuda_launcher(monkeypatch, version, scratch)
@@ -144,11 +174,11 @@ def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypat
     # what the launcher's __call__ passes on, given CompiledLaunch's arguments to it
     launcher(4, 3, 1, 99, "function", "metadata", None, None, None, y, x, 16, 0.5, 64, 1)
     direct, through_call = launcher.launched
-    assert direct[:4] == (4, 3, 1, 99) and direct[13] is y and direct[14] is x
-    assert direct[:13] == through_call[:13] and direct[15:] == through_call[15:] == (16, 0.5, 64, 1)
+    assert direct[:4] == (4, 3, 1, 99) and same(direct, through_call)
     # the C function itself only where the version's convention was checked and no scratch is needed
-    called_directly = version.startswith("3.6.") and not scratch
-    assert launch.direct[0] == (launcher.launch if called_directly else launcher)
+    called_directly = version.startswith(("3.6.", "3.7.")) and not scratch
+    assert launch.direct.launch == (launcher.launch if called_directly else launcher)
+    assert launch.direct.packed == (called_directly and version.startswith("3.7."))
 
 
 def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
@@ -181,7 +211,8 @@ expansions = []  # the descriptors make_tensordesc_arg was called with
 
 
 def make_tensordesc_arg(descriptor, metadata):
-    """Stands in for Triton 3.6's (of the launcher's module): a map encoding the pointer, then shape and strides."""
+    """Stands in for Triton's (3.6 and 3.7, of the launcher's module): a map encoding the pointer, then shape and
+    strides."""
     expansions.append(descriptor)
     return [("map", descriptor.base.data_ptr(), metadata), *descriptor.shape, *descriptor.strides]
 
@@ -203,10 +234,35 @@ def wrap_handle_tensordesc(launcher, tensordesc_indices, tensordesc_meta):
     return inner
 
 
-def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypatch):
-    fn, launcher = on_a_cuda_launcher(monkeypatch)
+def wrap_handle_tensordesc_packed(launcher, tensordesc_indices, tensordesc_meta):
+    """Transcribes Triton 3.7's, whose C function takes the kernel's arguments as its last argument."""
+
+    def inner(*args):
+        base_args = args[:-1]
+        kernel_args = args[-1]
+
+        final_kernel_args = []
+        tensordesc_idx = 0
+        for i, arg in enumerate(kernel_args):
+            if i in tensordesc_indices:
+                final_kernel_args.extend(make_tensordesc_arg(arg, tensordesc_meta[tensordesc_idx]))
+                tensordesc_idx += 1
+            else:
+                final_kernel_args.append(arg)
+
+        return launcher(*base_args, final_kernel_args)
+
+    return inner
+
+
+WRAPPERS = {"3.6.0": wrap_handle_tensordesc, "3.7.1": wrap_handle_tensordesc_packed}
+
+
+@pytest.mark.parametrize("version", list(WRAPPERS))
+def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypatch, version):
+    fn, launcher = on_a_cuda_launcher(monkeypatch, version)
     c_launch = launcher.launch
-    launcher.launch = wrap_handle_tensordesc(c_launch, {1}, [{"swizzle": 128}])  # Y is a descriptor
+    launcher.launch = WRAPPERS[version](c_launch, {1}, [{"swizzle": 128}])  # Y is a descriptor
     launch = CompiledLaunch(fn, (4, 3, 1), (16, 0.5), {"BLOCK": 64, "MODE": 1}, TILE, torch.device("cuda", 0))
 
     def describe(tensor, strides=(8, 1)):
@@ -222,11 +278,11 @@ def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypa
     direct = c_launch.__self__.launched[-len(calls) :]
     for tensors in calls:
         launcher(4, 3, 1, 99, "function", "metadata", None, None, None, *tensors, 16, 0.5, 64, 1)
-    assert direct == c_launch.__self__.launched[-len(calls) :]
+    assert same(direct, c_launch.__self__.launched[-len(calls) :])
     # one expansion for a's pointer, one for b's, none when a comes back, one when a's strides change
     assert [d.base for d in expansions[:3]] == [a, b, a] and expansions[2].strides == (16, 1)
     assert len(expansions) == 3 + len(calls)  # then the wrapper's own, one per call
-    assert launch.direct[0] is c_launch
+    assert launch.direct.launch is c_launch
 
 
 def test_a_programmatic_dependent_is_compiled_as_one():
@@ -749,6 +805,22 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     monkeypatch.delenv("FLASHATTN2_HOPPER_BACKWARD")
     monkeypatch.setattr(shared, "TESTED_TRITON", "2.0.")
     assert not applies()
+
+
+# torch 2.11 requires Triton 3.6, 2.12 3.7.0, 2.13 3.7.1, 2.14 3.8 and 2.15 3.9
+@pytest.mark.parametrize(
+    "version, runs", [("3.6.0", True), ("3.7.0", True), ("3.7.1", True), ("3.5.1", False), ("3.8.0", False)]
+)
+def test_the_hopper_kernels_run_only_with_the_tritons_they_were_measured_with(monkeypatch, version, runs):
+    from flashattn2 import _hopper
+
+    monkeypatch.setattr(_hopper, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(_hopper, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(triton, "__version__", version)
+    shape = (1, 16, 16384, 64)
+    strides = (contiguous_strides(shape),) * 3
+    cuda = torch.device("cuda", 0)
+    assert _hopper.layout_supported("forward", shape, shape, strides, torch.bfloat16, cuda, True) == runs
 
 
 class _FailingHopperKernel:

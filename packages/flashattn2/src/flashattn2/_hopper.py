@@ -2,7 +2,7 @@
 
 The kernels (:mod:`flashattn2._gluon_forward`, :mod:`flashattn2._gluon_backward`) are
 written in Gluon (``triton.experimental.gluon``), an experimental Triton API that
-changes between releases, so they run only with the release they were measured with.
+changes between releases, so they run only with the releases they were measured with.
 This module imports no Gluon: the launch plans ask it first, and import a kernel's
 module only for a layout it can run.
 """
@@ -25,8 +25,9 @@ import triton
 from flashattn2._inputs import cuda_capability, device_index
 from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
 
-# The Triton release the kernels were written and measured with.
-TESTED_TRITON = "3.6."
+# The Triton releases the kernels were measured with (version prefixes): 3.6, which torch 2.11 requires, and 3.7,
+# which torch 2.12 and 2.13 require.
+TESTED_TRITON = ("3.6.", "3.7.")
 HEAD_DIMS = {"forward": (64, 128, 256), "backward": (64, 128, 256)}  # the head dimensions each kernel is laid out for
 SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
 
@@ -103,7 +104,7 @@ def enabled(kind: str) -> bool:
 
 def layout_supported(kind: str, q_shape, k_shape, tma_strides, dtype, device, aligned) -> bool:
     """The conditions the ``kind`` kernel ("forward" or "backward") needs: a Hopper GPU (compute capability
-    9.0) with :data:`TESTED_TRITON`, fp16 or bf16, a head dim in its :data:`HEAD_DIMS`, as many keys as
+    9.0) with a Triton of :data:`TESTED_TRITON`, fp16 or bf16, a head dim in its :data:`HEAD_DIMS`, as many keys as
     queries, every pointer 16-byte aligned (``aligned is True``), ``tma_strides`` (those of the tensors read
     by TMA) with unit last stride and 16-byte others, and 32-bit offsets for ``B * H * N * D``."""
     if not triton.__version__.startswith(TESTED_TRITON):

@@ -19,7 +19,7 @@ of a plan because a plan's key holds everything Triton specializes a kernel on:
 integer arguments (shapes and strides) and tensor dtypes and alignments (a TMA
 descriptor's block shape and layout are fixed by the launcher that builds it).
 Where Triton's CUDA launcher is one whose convention has been checked
-(:data:`DIRECT_LAUNCH_TRITON_VERSIONS`), a launch calls its C launch function
+(:data:`DIRECT_LAUNCH_CONVENTIONS`), a launch calls its C launch function
 itself, skipping the launcher's Python ``__call__`` (about 3 µs per launch on
 the H100 machine's host; ``benchmarks/NOTES.md``, v110), and a kernel's TMA
 descriptors reach it expanded once per data pointer (:class:`DescriptorExpansion`;
@@ -47,6 +47,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
+from typing import NamedTuple
 
 import torch
 import triton
@@ -110,14 +111,24 @@ def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
 
 
 # Triton versions whose CUDA launcher (``CudaLauncher.__call__``, triton/backends/nvidia/driver.py) only allocates
-# scratch memory and then calls its C launch function as
-# ``launch(gridX, gridY, gridZ, stream, function, cooperative_grid, pdl, global_scratch, profile_scratch,
-# kernel_metadata, launch_metadata, enter_hook, exit_hook, *arguments)``, where a kernel that takes TMA descriptors
-# has that function wrapped (``wrap_handle_tensordesc``) to replace each descriptor by
-# ``make_tensordesc_arg(descriptor, its metadata)``: read in Triton 3.6.0's source and run by every GPU test.
+# scratch memory and then calls its C launch function, and how that function takes the kernel's arguments. A kernel
+# that takes TMA descriptors has the function wrapped (``wrap_handle_tensordesc``) to replace each descriptor by
+# ``make_tensordesc_arg(descriptor, its metadata)``. Read in each release's source and run by every GPU test.
+# - "spread" (Triton 3.6.0: a C module built per kernel): ``launch(gridX, gridY, gridZ, stream, function,
+#   cooperative_grid, pdl, global_scratch, profile_scratch, kernel_metadata, launch_metadata, enter_hook,
+#   exit_hook, *arguments)``;
+# - "packed" (Triton 3.7.0 and 3.7.1: one C function for every kernel): ``launch(gridX, gridY, gridZ, stream,
+#   function, cooperative_grid, pdl, kernel_metadata, launch_metadata, enter_hook, exit_hook, global_scratch,
+#   profile_scratch, arg_annotations, kernel_signature, arguments)``, ``arguments`` one sequence.
 # Elsewhere (other versions, other launchers, kernels that need scratch memory) launches go through
-# ``CompiledKernel.run``.
-DIRECT_LAUNCH_TRITON_VERSIONS = ("3.6.",)
+# ``CompiledKernel.run``, whose arguments are spread in every release.
+DIRECT_LAUNCH_CONVENTIONS = {"3.6.": "spread", "3.7.": "packed"}
+
+
+def direct_launch_convention() -> str | None:
+    """The running Triton's entry of :data:`DIRECT_LAUNCH_CONVENTIONS`, or ``None``."""
+    version = triton.__version__
+    return next((form for prefix, form in DIRECT_LAUNCH_CONVENTIONS.items() if version.startswith(prefix)), None)
 
 
 class DescriptorExpansion:
@@ -160,7 +171,7 @@ class DescriptorExpansion:
 
 
 def _descriptor_wrapper_closure(launch) -> dict | None:
-    """The variables of Triton 3.6's ``wrap_handle_tensordesc`` wrapper (``launcher``, the C function;
+    """The variables of Triton's ``wrap_handle_tensordesc`` wrapper, in 3.6 and 3.7 (``launcher``, the C function;
     ``tensordesc_indices``; ``tensordesc_meta``), or ``None`` where ``launch`` is not that wrapper."""
     code, closure = getattr(launch, "__code__", None), getattr(launch, "__closure__", None)
     if code is None or closure is None:
@@ -169,30 +180,46 @@ def _descriptor_wrapper_closure(launch) -> dict | None:
     return variables if {"launcher", "tensordesc_indices", "tensordesc_meta"} <= variables.keys() else None
 
 
-def direct_launch(kernel) -> tuple[Callable, tuple, DescriptorExpansion | None]:
-    """``(launch, between, expand)`` for a compiled kernel: ``launch(gridX, gridY, gridZ, stream, *between,
-    *arguments)`` launches it with no listening hooks, ``arguments`` being the tensor arguments (through
-    ``expand`` where it is not ``None``), then the trailing ones. ``launch`` is the C launch function of Triton's
-    CUDA launcher where :data:`DIRECT_LAUNCH_TRITON_VERSIONS` allows, else ``kernel.run``. A kernel that takes TMA
-    descriptors gets a :class:`DescriptorExpansion` in place of the launcher's wrapper where every descriptor is
-    lowered to a ``CUtensorMap`` (metadata for each); otherwise the wrapper expands them on every call."""
-    run = kernel.run
+class DirectLaunch(NamedTuple):
+    """How :class:`CompiledLaunch` launches a compiled kernel: ``launch(gridX, gridY, gridZ, stream, *between,
+    *arguments)``, or with ``packed`` ``launch(gridX, gridY, gridZ, stream, *between, arguments)``, where
+    ``arguments`` are the tensor arguments (through ``expand`` where it is not ``None``), then the trailing ones."""
+
+    launch: Callable
+    between: tuple
+    expand: DescriptorExpansion | None
+    packed: bool
+
+
+def direct_launch(kernel) -> DirectLaunch:
+    """The :class:`DirectLaunch` of a compiled kernel, with no listening hooks: the C launch function of Triton's
+    CUDA launcher where :data:`DIRECT_LAUNCH_CONVENTIONS` has the running version, else ``kernel.run``. A kernel
+    that takes TMA descriptors gets a :class:`DescriptorExpansion` in place of the launcher's wrapper where every
+    descriptor is lowered to a ``CUtensorMap`` (metadata for each); otherwise the wrapper expands them on every
+    call."""
+    run, convention = kernel.run, direct_launch_convention()
     if not (
-        triton.__version__.startswith(DIRECT_LAUNCH_TRITON_VERSIONS)
+        convention is not None
         and type(run).__name__ == "CudaLauncher"
         and run.global_scratch_size == 0
         and run.profile_scratch_size == 0
     ):
-        return run, (kernel.function, kernel.packed_metadata, None, None, None), None
-    between = (kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None, kernel.packed_metadata)
-    between += (None, None, None)  # launch metadata and hooks: none listen
+        return DirectLaunch(run, (kernel.function, kernel.packed_metadata, None, None, None), None, packed=False)
+    flags = (kernel.function, run.launch_cooperative_grid, run.launch_pdl)
+    no_hooks = (None, None, None)  # launch metadata and hooks: none listen
+    no_scratch = (None, None)
+    if convention == "spread":
+        between = (*flags, *no_scratch, kernel.packed_metadata, *no_hooks)
+    else:
+        between = (*flags, kernel.packed_metadata, *no_hooks, *no_scratch, run.arg_annotations, run.kernel_signature)
+    packed = convention == "packed"
     wrapper = _descriptor_wrapper_closure(run.launch)
     if wrapper is None or not wrapper["tensordesc_meta"] or None in wrapper["tensordesc_meta"]:
-        return run.launch, between, None
+        return DirectLaunch(run.launch, between, None, packed)
     positions = sorted(wrapper["tensordesc_indices"])  # the wrapper's metadata follows the positions' order
     make = sys.modules[type(run).__module__].make_tensordesc_arg
     expand = DescriptorExpansion(dict(zip(positions, wrapper["tensordesc_meta"])), make)
-    return wrapper["launcher"], between, expand
+    return DirectLaunch(wrapper["launcher"], between, expand, packed)
 
 
 class CompiledLaunch:
@@ -236,7 +263,7 @@ class CompiledLaunch:
         self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
-        self.direct: tuple[Callable, tuple, DescriptorExpansion | None] | None = None  # direct_launch(kernel)
+        self.direct: DirectLaunch | None = None
         self.compiling = None  # (process id, future) of compile_in_background, if any
 
     def _check_constexprs(self, tensors: tuple) -> None:
@@ -287,10 +314,13 @@ class CompiledLaunch:
             args = (kernel.function, kernel.packed_metadata, metadata, enter, leave, *tensors, *self.trailing)
             kernel.run(grid[0], grid[1], grid[2], stream, *args)
             return
-        launch, between, expand = self.direct
+        launch, between, expand, packed = self.direct
         if expand is not None:
             tensors = expand(tensors)
-        launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
+        if packed:
+            launch(grid[0], grid[1], grid[2], stream, *between, (*tensors, *self.trailing))
+        else:
+            launch(grid[0], grid[1], grid[2], stream, *between, *tensors, *self.trailing)
 
 
 def causal_head_group(
