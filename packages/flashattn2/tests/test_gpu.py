@@ -46,8 +46,16 @@ def _hopper_kernel_runs_here() -> bool:
 
 
 hopper_only = pytest.mark.skipif(
-    not _hopper_kernel_runs_here(), reason="the Hopper backward runs on compute capability 9.0 with Triton 3.6 or 3.7"
+    not _hopper_kernel_runs_here(), reason="the Hopper backward runs on compute capability 9.0 with Triton 3.6 to 3.9"
 )
+
+
+def _skip_without_three_consumers(hopper_forward) -> None:
+    """Skips a test of the three-consumer forward under a Triton that does not run it."""
+    import triton
+
+    if not triton.__version__.startswith(hopper_forward.THREE_CONSUMER_TRITON):
+        pytest.skip(f"the three-consumer forward runs with Triton {hopper_forward.THREE_CONSUMER_TRITON}")
 
 
 @pytest.fixture
@@ -219,6 +227,7 @@ def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     # outputs bitwise equal when repeated.
     import flashattn2._gluon_forward as hopper_forward
 
+    _skip_without_three_consumers(hopper_forward)
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", {True: ((0, 0),), False: ((0, 0),)})
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v) if scale is None else scale
@@ -254,6 +263,8 @@ def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim,
     # causal head-dim-128 kernel (specialized for them) keeps 8 bytes there, stored and loaded once per item.
     import flashattn2._gluon_forward as hopper_forward
 
+    if three_consumers:
+        _skip_without_three_consumers(hopper_forward)
     rule = {True: ((0, 0),), False: ((0, 0),)} if three_consumers else {True: (), False: ()}
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", rule)
     q, k, v = _inputs((1, 2, 1024, head_dim), (1, 2, 1024, head_dim), torch.bfloat16)

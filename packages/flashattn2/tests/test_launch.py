@@ -62,7 +62,10 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
 
     (how, grid, args, kwargs), (direct, run_args) = fn.launches
     assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
-    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False}
+    assert kwargs == {
+        "BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3,
+        "launch_pdl": False, "enable_fp_fusion": True,
+    }
     assert direct == "direct"
     # grid, the stream of the launch's device, function, metadata, launch metadata and hooks (none listen),
     # then every argument in order
@@ -94,7 +97,7 @@ def test_a_settled_launch_compiles_first_and_launches_with_the_settled_scalars(m
     x, y = torch.randn(3), torch.randn(3)
     launch(x, y)
     launch(y, x)
-    options = {"num_warps": 4, "num_stages": 1, "launch_pdl": False}
+    options = {"num_warps": 4, "num_stages": 1, "launch_pdl": False, "enable_fp_fusion": True}
     assert compiled_with == [((3, 1, 1), (x, y, 16, 0), {**constexprs, **options})]
     assert settled == [(fn.compiled, (16, 0))]
     (how, _, args, _), (direct, run_args) = fn.launches
@@ -139,7 +142,7 @@ class PackedCudaLauncher(CudaLauncher):
 PackedCudaLauncher.__name__ = "CudaLauncher"  # Triton's name, which direct launches check
 
 # each version's launcher: the two conventions of direct launches, and one whose launches go through run
-LAUNCHERS = {"3.6.0": CudaLauncher, "3.7.1": PackedCudaLauncher, "3.5.1": CudaLauncher}
+LAUNCHERS = {"3.6.0": CudaLauncher, "3.7.1": PackedCudaLauncher, "3.9.0": PackedCudaLauncher, "3.5.1": CudaLauncher}
 
 
 def on_a_cuda_launcher(monkeypatch, version="3.6.0", scratch=0) -> tuple[_RecordingJIT, CudaLauncher]:
@@ -176,9 +179,9 @@ def test_later_launches_call_the_c_launcher_as_triton_s_launcher_would(monkeypat
     direct, through_call = launcher.launched
     assert direct[:4] == (4, 3, 1, 99) and same(direct, through_call)
     # the C function itself only where the version's convention was checked and no scratch is needed
-    called_directly = version.startswith(("3.6.", "3.7.")) and not scratch
+    called_directly = version != "3.5.1" and not scratch
     assert launch.direct.launch == (launcher.launch if called_directly else launcher)
-    assert launch.direct.packed == (called_directly and version.startswith("3.7."))
+    assert launch.direct.packed == (called_directly and version in ("3.7.1", "3.9.0"))
 
 
 def test_a_listening_profiler_gets_launch_metadata_through_run(monkeypatch):
@@ -255,7 +258,21 @@ def wrap_handle_tensordesc_packed(launcher, tensordesc_indices, tensordesc_meta)
     return inner
 
 
-WRAPPERS = {"3.6.0": wrap_handle_tensordesc, "3.7.1": wrap_handle_tensordesc_packed}
+def wrap_handle_tensordesc_impl(launcher, tensordesc_indices, tensordesc_meta):
+    """Stands in for Triton 3.8's and 3.9's wrapper (``triton.backends.driver``): its closure is not 3.7's (the
+    descriptors' paths into the arguments, then a C++ function expanding them), its effect is."""
+    relevant_paths = {i: {} for i in tensordesc_indices}
+
+    def inner(*args):
+        final_kernel_args, descriptors = [], iter(tensordesc_meta)
+        for i, arg in enumerate(args[-1]):
+            final_kernel_args.extend(make_tensordesc_arg(arg, next(descriptors)) if i in relevant_paths else [arg])
+        return launcher(*args[:-1], final_kernel_args)
+
+    return inner
+
+
+WRAPPERS = {"3.6.0": wrap_handle_tensordesc, "3.7.1": wrap_handle_tensordesc_packed, "3.9.0": wrap_handle_tensordesc_impl}
 
 
 @pytest.mark.parametrize("version", list(WRAPPERS))
@@ -279,6 +296,10 @@ def test_tma_descriptors_reach_the_c_launcher_expanded_once_per_pointer(monkeypa
     for tensors in calls:
         launcher(4, 3, 1, 99, "function", "metadata", None, None, None, *tensors, 16, 0.5, 64, 1)
     assert same(direct, c_launch.__self__.launched[-len(calls) :])
+    if version == "3.9.0":  # the wrapper is kept, and expands the descriptors on each launch
+        assert [d.base for d in expansions] == [a, b, a, a] * 2
+        assert launch.direct.launch is launcher.launch and launch.direct.expand is None
+        return
     # one expansion for a's pointer, one for b's, none when a comes back, one when a's strides change
     assert [d.base for d in expansions[:3]] == [a, b, a] and expansions[2].strides == (16, 1)
     assert len(expansions) == 3 + len(calls)  # then the wrapper's own, one per call
@@ -503,7 +524,10 @@ def test_a_first_launch_waits_for_its_background_compile(monkeypatch):
     launch(x, y)
     [(thread, grid, args, kwargs)] = compiled
     assert thread.startswith("flashattn2-compile") and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
-    assert kwargs == {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False}
+    assert kwargs == {
+        "BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3,
+        "launch_pdl": False, "enable_fp_fusion": True,
+    }
     assert fn.launches[0] == "compiled" and fn.launches[1][0] == "jit"  # the launch came after the compile
 
 
@@ -807,9 +831,10 @@ def test_hopper_backward_applies_only_where_it_was_measured(on_a_hopper_gpu, mon
     assert not applies()
 
 
-# torch 2.11 requires Triton 3.6, 2.12 3.7.0, 2.13 3.7.1, 2.14 3.8 and 2.15 3.9
+# torch 2.11 requires Triton 3.6, 2.12 3.7.0, 2.13 3.7.1, 2.14 3.8 and 2.15 3.9; 3.10 is not out
 @pytest.mark.parametrize(
-    "version, runs", [("3.6.0", True), ("3.7.0", True), ("3.7.1", True), ("3.5.1", False), ("3.8.0", False)]
+    "version, runs",
+    [("3.6.0", True), ("3.7.1", True), ("3.8.0", True), ("3.9.0", True), ("3.5.1", False), ("3.10.0", False)],
 )
 def test_the_hopper_kernels_run_only_with_the_tritons_they_were_measured_with(monkeypatch, version, runs):
     from flashattn2 import _hopper
@@ -1092,8 +1117,21 @@ def test_the_causal_hopper_forward_orders_all_pairs_heaviest_first_where_their_k
     assert busiest(small.schedule_table) < busiest(causal_schedule(small.items, tiles, 132, CAUSAL_HEAD_GROUP))
 
 
-def test_the_head_dim_64_hopper_forward_runs_three_consumers_on_long_sequences(on_a_hopper_gpu):
+@pytest.mark.parametrize("version, runs", [("3.6.0", True), ("3.8.0", True), ("3.9.0", False)])
+def test_the_three_consumer_forward_runs_with_the_tritons_it_was_measured_faster_with(
+    on_a_hopper_gpu, monkeypatch, version, runs
+):
+    from flashattn2._gluon_forward import three_consumers
+
+    monkeypatch.setattr(triton, "__version__", version)
+    assert three_consumers((1, 16, 16384, 64), causal=True) == runs
+
+
+def test_the_head_dim_64_hopper_forward_runs_three_consumers_on_long_sequences(on_a_hopper_gpu, monkeypatch):
+    import flashattn2._gluon_forward as hopper_forward
     from flashattn2._gluon_forward import HopperForward, causal_schedule
+
+    monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_TRITON", (triton.__version__,))  # a Triton that runs them
 
     def forward(q_shape, causal=True, kv_heads=None):
         device = torch.device("cuda", 0)  # not touched: the fixture gives it 132 multiprocessors

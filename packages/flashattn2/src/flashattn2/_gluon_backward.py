@@ -78,7 +78,7 @@ from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, zero_at_run_time
+from flashattn2._gluon_common import one_of, reinterpret, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, allocator
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
@@ -280,8 +280,8 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
     mbarrier.wait(kv_empty, phase ^ 1)  # the previous item's are read (causal) or written out
     mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * 2)  # K and V, 2 bytes per element
     kv_block = [b, hk, n * BLOCK_N, 0]
-    tma.async_copy_global_to_shared(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
-    tma.async_copy_global_to_shared(v_desc, kv_block, kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
+    tma_load(k_desc, kv_block, kv_bar, k_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
+    tma_load(v_desc, kv_block, kv_bar, v_smem.reshape([1, 1, BLOCK_N, HEAD_DIM]))
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
     for g in range(n_heads):
         hq = h0 + g
@@ -296,19 +296,19 @@ def _load_item(loader_args, where, phase, it, CAUSAL: gl.constexpr, HEAD_DIM: gl
                 # L, then Delta, as two copies: one copy of both took 1.015x the kernel's time at head dim 64
                 # causal, 1.00x at 128 (benchmarks/NOTES.md, v154)
                 for which in gl.static_range(2):
-                    tma.async_copy_global_to_shared(
+                    tma_load(
                         row_stats_desc,
                         [tile_stats + which * BLOCK_M],
                         q_ready.index(slot),
                         ld_smem.index(slot).slice(which * BLOCK_M, BLOCK_M),
                     )
-                tma.async_copy_global_to_shared(
+                tma_load(
                     q_desc,
                     [b, hq, j * BLOCK_M, 0],
                     q_ready.index(slot),
                     q_smem.index(slot).reshape([1, 1, BLOCK_M, HEAD_DIM]),
                 )
-                tma.async_copy_global_to_shared(
+                tma_load(
                     do_desc,
                     [b, hq, j * BLOCK_M, 0],
                     q_ready.index(slot),
@@ -379,7 +379,7 @@ def _write_item(writer_args, where, it, CAUSAL: gl.constexpr, WRITER: gl.constex
                         coord = [b, hq, j * BLOCK_M + _dq_row(p, HEAD_DIM), _dq_col(p, HEAD_DIM)]
                         src = dq_smem.index(PIECES * buf + p).reshape([1, 1, SUB_M, DQ_COLS])
                         if turn == 0:
-                            tma.async_copy_shared_to_global(dq_desc, coord, src)
+                            tma_store(dq_desc, coord, src)
                         else:
                             _tma_reduce_add(dq_desc, coord, src)
                     if BUFFERS == 1:
@@ -434,13 +434,13 @@ def _store_dk_dv_by_tma(
     fence_async_shared()
     # A 128-byte-swizzled buffer is laid out as its column blocks one after another, each of all its rows.
     block_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    k_blocks = k_smem._reinterpret(k_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
-    v_blocks = v_smem._reinterpret(v_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
+    k_blocks = reinterpret(k_smem, k_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
+    v_blocks = reinterpret(v_smem, v_smem.dtype, [2 * BLOCKS, KEYS, SWIZZLE_COLS], block_layout)
     box: gl.constexpr = [1, 1, KEYS, SWIZZLE_COLS]
     for c in gl.static_range(BLOCKS):
         coord = [b, head, first_key, c * SWIZZLE_COLS]
-        tma.async_copy_shared_to_global(dk_desc, coord, k_blocks.index(2 * c + WARPGROUP).reshape(box))
-        tma.async_copy_shared_to_global(dv_desc, coord, v_blocks.index(2 * c + WARPGROUP).reshape(box))
+        tma_store(dk_desc, coord, k_blocks.index(2 * c + WARPGROUP).reshape(box))
+        tma_store(dv_desc, coord, v_blocks.index(2 * c + WARPGROUP).reshape(box))
     tma.store_wait(0)
 
 

@@ -2,12 +2,28 @@
 
 - :func:`zero_at_run_time` and :func:`one_of`: shared memory addressed afresh in each iteration of a loop, so that
   ptxas does not hoist the warpgroup products' shared-memory descriptors out of it and spill them.
+- :data:`tma_load`, :data:`tma_store` and :func:`reinterpret`: Gluon operations under the names of the running Triton.
 """
 
 from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import tma
+
+# Gluon's TMA copies are tma.async_load and tma.async_store from Triton 3.8 (3.9 removed the names 3.6 and 3.7 have,
+# which 3.8 keeps as aliases of the new ones).
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+
+@builtin
+def reinterpret(smem, dtype, shape, layout, _semantic=None):
+    """Shared memory ``smem`` viewed with another ``dtype``, ``shape`` and ``layout``: the descriptor's
+    ``reinterpret`` from Triton 3.9, ``_reinterpret`` before."""
+    view = getattr(smem, "reinterpret", None) or smem._reinterpret
+    return view(dtype, shape, layout, _semantic=_semantic)
 
 
 @gluon.jit
@@ -22,4 +38,4 @@ def zero_at_run_time(x):
 @gluon.jit
 def one_of(smem):
     """``smem`` (2-D) as the only buffer of a one-buffer array, to be indexed by :func:`zero_at_run_time`."""
-    return smem._reinterpret(smem.dtype, [1, smem.shape[0], smem.shape[1]], smem.layout)
+    return reinterpret(smem, smem.dtype, [1, smem.shape[0], smem.shape[1]], smem.layout)

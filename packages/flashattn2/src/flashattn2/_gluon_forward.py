@@ -45,7 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, zero_at_run_time
+from flashattn2._gluon_common import one_of, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, heaviest_first
@@ -266,9 +266,9 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
     mbarrier.expect(q_bar, ITEM_ROWS * HEAD_DIM * 2)
     r0 = m_tile * ITEM_ROWS
     q_rows = q_first.index(q_buffer).reshape([1, 1, FIRST_ROWS, HEAD_DIM])
-    tma.async_copy_global_to_shared(q_first_desc, [b, h, r0, 0], q_bar, q_rows)
+    tma_load(q_first_desc, [b, h, r0, 0], q_bar, q_rows)
     q_rows = q_last.index(q_buffer).reshape([1, 1, BLOCK_M, HEAD_DIM])
-    tma.async_copy_global_to_shared(q_last_desc, [b, h, r0 + FIRST_ROWS, 0], q_bar, q_rows)
+    tma_load(q_last_desc, [b, h, r0 + FIRST_ROWS, 0], q_bar, q_rows)
     n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N, ITEM_ROWS)
     for j in range(n_kv):
         slot = (base + j) % STAGES
@@ -280,13 +280,13 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
         else:
             mbarrier.wait(v_empty.index(slot), phase)
         mbarrier.expect(k_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
-        tma.async_copy_global_to_shared(
+        tma_load(
             k_desc, [b, hk, j * BLOCK_N, 0], k_ready.index(slot), k_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
         if releases_k_first(HEAD_DIM):
             mbarrier.wait(v_empty.index(slot), phase)
         mbarrier.expect(v_ready.index(slot), BLOCK_N * HEAD_DIM * 2)
-        tma.async_copy_global_to_shared(
+        tma_load(
             v_desc, [b, hk, j * BLOCK_N, 0], v_ready.index(slot), v_smem.index(slot).reshape([1, 1, BLOCK_N, HEAD_DIM])
         )
     return base + n_kv
@@ -608,7 +608,7 @@ def _consume_item(
     o_smem = q  # every S of this consumer is done: its Q tile is free
     o_smem.store(o.to(dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, ROWS, HEAD_DIM]))
+    tma_store(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, ROWS, HEAD_DIM]))
     tma.store_wait(pendings=0)
     return base + n_kv
 
@@ -883,11 +883,17 @@ def hopper_forward_applies(q_shape, k_shape, tma_strides, dtype, device, causal:
 # non-causal 0.92-0.97x at five shapes from (16, 16, 1536) to (1, 16, 16384), 1.02-1.06x at (16, 16, 1024) and
 # (32, 16, 1024).
 THREE_CONSUMER_THRESHOLDS = {True: ((5000, 0),), False: ((1536, 0),)}
+# The Triton releases under which three consumers were measured faster. Compiled by Triton 3.9 (and its ptxas, CUDA
+# 13.4) the three-consumer forward took 1.17x the two-consumer one's time at (1, 16, 16384, 64) causal on an H200
+# (benchmarks/NOTES.md, v165).
+THREE_CONSUMER_TRITON = ("3.6.", "3.7.", "3.8.")
 
 
 def three_consumers(q_shape, causal: bool) -> bool:
     """Whether a layout that :func:`hopper_forward_applies` takes runs three consumer warpgroups per program."""
-    return q_shape[3] <= MMA_ROW_SUMS_MAX_HEAD_DIM.value and _hopper.reaches(THREE_CONSUMER_THRESHOLDS[causal], q_shape)
+    if not triton.__version__.startswith(THREE_CONSUMER_TRITON) or q_shape[3] > MMA_ROW_SUMS_MAX_HEAD_DIM.value:
+        return False
+    return _hopper.reaches(THREE_CONSUMER_THRESHOLDS[causal], q_shape)
 
 
 def causal_schedule(

@@ -117,12 +117,14 @@ def alignments(*tensors: torch.Tensor) -> bool | tuple[bool, ...]:
 # - "spread" (Triton 3.6.0: a C module built per kernel): ``launch(gridX, gridY, gridZ, stream, function,
 #   cooperative_grid, pdl, global_scratch, profile_scratch, kernel_metadata, launch_metadata, enter_hook,
 #   exit_hook, *arguments)``;
-# - "packed" (Triton 3.7.0 and 3.7.1: one C function for every kernel): ``launch(gridX, gridY, gridZ, stream,
-#   function, cooperative_grid, pdl, kernel_metadata, launch_metadata, enter_hook, exit_hook, global_scratch,
-#   profile_scratch, arg_annotations, kernel_signature, arguments)``, ``arguments`` one sequence.
-# Elsewhere (other versions, other launchers, kernels that need scratch memory) launches go through
-# ``CompiledKernel.run``, whose arguments are spread in every release.
-DIRECT_LAUNCH_CONVENTIONS = {"3.6.": "spread", "3.7.": "packed"}
+# - "packed" (Triton 3.7.0, 3.7.1, 3.8.0 and 3.9.0: one C function for every kernel): ``launch(gridX, gridY, gridZ,
+#   stream, function, cooperative_grid, pdl, kernel_metadata, launch_metadata, enter_hook, exit_hook,
+#   global_scratch, profile_scratch, arg_annotations, kernel_signature, arguments)``, ``arguments`` one sequence.
+#   From 3.8 the wrapper for TMA descriptors is another function (``wrap_handle_tensordesc_impl``), which launches
+#   keep.
+# Elsewhere (other versions, other launchers, kernels that need scratch memory or instrumentation) launches go
+# through ``CompiledKernel.run``, whose arguments are spread in every release.
+DIRECT_LAUNCH_CONVENTIONS = {"3.6.": "spread", "3.7.": "packed", "3.8.": "packed", "3.9.": "packed"}
 
 
 def direct_launch_convention() -> str | None:
@@ -203,6 +205,7 @@ def direct_launch(kernel) -> DirectLaunch:
         and type(run).__name__ == "CudaLauncher"
         and run.global_scratch_size == 0
         and run.profile_scratch_size == 0
+        and not getattr(run, "gsan_enabled", False)  # Triton's sanitizer (from 3.8), which adds arguments
     ):
         return DirectLaunch(run, (kernel.function, kernel.packed_metadata, None, None, None), None, packed=False)
     flags = (kernel.function, run.launch_cooperative_grid, run.launch_pdl)
@@ -272,9 +275,13 @@ class CompiledLaunch:
             raise TypeError(f"{self.fn.__name__}: constexprs must be {names} in order; got {list(self.constexprs)}")
 
     def _options(self) -> dict:
-        """Triton's launch options of this kernel."""
+        """Triton's launch options of this kernel. Floating-point fusion (a multiply and an add compiled as one FMA)
+        is stated rather than left to Triton's default: the kernels are measured with it, and Triton 3.9 warns that
+        its default turns it off from 3.10."""
         tile = self.tile
-        return dict(num_warps=tile.num_warps, num_stages=tile.num_stages, launch_pdl=self.launch_pdl)
+        return dict(
+            num_warps=tile.num_warps, num_stages=tile.num_stages, launch_pdl=self.launch_pdl, enable_fp_fusion=True
+        )
 
     def compile_in_background(self, *tensors: torch.Tensor) -> None:
         """Start compiling the kernel on a worker thread (Triton's ``warmup``: compile, no launch), so that
