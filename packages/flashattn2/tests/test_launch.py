@@ -63,8 +63,12 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
     (how, grid, args, kwargs), (direct, run_args) = fn.launches
     assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
     assert kwargs == {
-        "BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3,
-        "launch_pdl": False, "enable_fp_fusion": True,
+        "BLOCK": 64,
+        "MODE": 1,
+        "num_warps": 8,
+        "num_stages": 3,
+        "launch_pdl": False,
+        "enable_fp_fusion": True,
     }
     assert direct == "direct"
     # grid, the stream of the launch's device, function, metadata, launch metadata and hooks (none listen),
@@ -272,7 +276,11 @@ def wrap_handle_tensordesc_impl(launcher, tensordesc_indices, tensordesc_meta):
     return inner
 
 
-WRAPPERS = {"3.6.0": wrap_handle_tensordesc, "3.7.1": wrap_handle_tensordesc_packed, "3.9.0": wrap_handle_tensordesc_impl}
+WRAPPERS = {
+    "3.6.0": wrap_handle_tensordesc,
+    "3.7.1": wrap_handle_tensordesc_packed,
+    "3.9.0": wrap_handle_tensordesc_impl,
+}
 
 
 @pytest.mark.parametrize("version", list(WRAPPERS))
@@ -525,8 +533,12 @@ def test_a_first_launch_waits_for_its_background_compile(monkeypatch):
     [(thread, grid, args, kwargs)] = compiled
     assert thread.startswith("flashattn2-compile") and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
     assert kwargs == {
-        "BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3,
-        "launch_pdl": False, "enable_fp_fusion": True,
+        "BLOCK": 64,
+        "MODE": 1,
+        "num_warps": 8,
+        "num_stages": 3,
+        "launch_pdl": False,
+        "enable_fp_fusion": True,
     }
     assert fn.launches[0] == "compiled" and fn.launches[1][0] == "jit"  # the launch came after the compile
 
