@@ -1,0 +1,141 @@
+"""Compile the Hopper kernels for sm_90a with whatever Triton is installed, on a machine without a GPU.
+
+Usage (any Linux machine with torch and Triton, repository root)::
+
+    PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/offline_compile.py --out compile.json
+
+For each shape and mask of a built-in list (bf16), the Hopper forward's kernel and the Hopper backward's kernels
+(its prologue, main kernel, epilogue and, with grouped-query heads, the group sum) are compiled as the launch plans
+would compile them on an H100 (132 multiprocessors, 50 MiB of L2): Triton's active driver is replaced by one that
+names an sm_90a target, so kernels compile to PTX and a cubin and never run. Each kernel's shared memory, and the
+registers, spills and serialization warnings (C7510-C7520: products made synchronous) that the release's own ptxas
+reports with ``-v``, or the error that stopped the compile, are printed and written to ``--out``. ``--dump DIR``
+keeps each kernel's PTX and TTGIR there. This is the first check of a new Triton release before it is measured
+on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or serializes where it did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import traceback
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.runtime import driver
+
+# (q shape (B, H, N, D), k/v heads, causal): the matrix's Hopper shapes and a non-causal head-dim-64 one
+SHAPES = [
+    ((1, 16, 16384, 64), 16, True),
+    ((1, 16, 16384, 64), 16, False),
+    ((4, 16, 4096, 64), 16, False),
+    ((4, 16, 4096, 128), 16, True),
+    ((4, 16, 4096, 128), 16, False),
+    ((2, 32, 4096, 128), 8, True),
+    ((2, 16, 4096, 256), 16, True),
+    ((2, 16, 4096, 256), 16, False),
+]
+H100_MULTIPROCESSORS, H100_L2_BYTES = 132, 50 * 2**20
+
+
+class Sm90Driver:
+    """Stands in for Triton's CUDA driver where no GPU is: the current target is sm_90a, tensors are on the CPU."""
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")
+
+
+def ptxas_report(kernel) -> list[str]:
+    """The lines of ``ptxas -v`` (the one the release compiles sm_90a with) on the kernel's PTX that name
+    registers, spills or a serialization warning."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(90).path
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "kernel.ptx")
+        with open(source, "w") as f:
+            f.write(kernel.asm["ptx"])
+        command = [ptxas, "-v", "--gpu-name", "sm_90a", source, "-o", os.path.join(folder, "kernel.o")]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = result.stderr.strip().splitlines()
+    return [line.split("info    : ")[-1].strip() for line in lines if any(k in line for k in ("C75", "spill", "Used"))]
+
+
+def compile_all(dump: str | None) -> list[dict]:
+    """Every kernel of every :data:`SHAPES` entry, compiled: one row each."""
+    driver.set_active(Sm90Driver())
+    from flashattn2 import _hopper, _launch  # after the driver: nothing of theirs asks it at import
+
+    _hopper.usable_multiprocessors = lambda device: H100_MULTIPROCESSORS
+    _hopper.fits_in_l2 = lambda nbytes, share, device: nbytes <= share * H100_L2_BYTES
+    _launch.fits_in_l2 = _hopper.fits_in_l2
+    from flashattn2 import _gluon_backward, _gluon_forward
+
+    rows, compiled = [], []
+
+    def compile_now(launch, *tensors):  # CompiledLaunch.compile_in_background, synchronous, keeping the result
+        try:
+            options = launch._options()
+            kernel = launch.fn.warmup(*tensors, *launch.scalars, **launch.constexprs, **options, grid=launch.grid)
+            compiled.append((launch.fn.__name__, launch.constexprs, kernel, None))
+        except Exception as error:
+            compiled.append((launch.fn.__name__, launch.constexprs, None, "".join(traceback.format_exception(error))))
+
+    _launch.CompiledLaunch.compile_in_background = compile_now
+    cpu, dtype, scale = torch.device("cpu"), torch.bfloat16, 0.125
+    for q_shape, kv_heads, causal in SHAPES:
+        k_shape = (q_shape[0], kv_heads, *q_shape[2:])
+        compiled.clear()
+        forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
+        q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
+        k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
+        out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
+        lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
+        compile_now(forward.kernel, q_first, q_last, k, v, out_first, out_last, lse, schedule)
+        strides = torch.empty(q_shape, device="meta").stride()
+        _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale).compile_early()
+        for name, constexprs, kernel, error in compiled:
+            row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name, "constexprs": constexprs}
+            if error is None:
+                row.update(shared=kernel.metadata.shared, ptxas=ptxas_report(kernel))
+                if dump:
+                    tag = f"{'x'.join(map(str, q_shape))}_kv{kv_heads}_{'causal' if causal else 'full'}_{name}"
+                    for kind in ("ptx", "ttgir"):
+                        with open(os.path.join(dump, f"{tag}.{kind}"), "w") as f:
+                            f.write(kernel.asm[kind])
+            else:
+                row["error"] = error
+            rows.append(row)
+            summary = row["ptxas"] if "ptxas" in row else row["error"].strip().splitlines()[-1]
+            print(q_shape, kv_heads, "causal" if causal else "full", name, row.get("shared", ""), summary, flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--dump", help="keep each kernel's PTX and TTGIR in this folder")
+    args = parser.parse_args()
+    if args.dump:
+        os.makedirs(args.dump, exist_ok=True)
+    rows = compile_all(args.dump)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"triton": triton.__version__, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
