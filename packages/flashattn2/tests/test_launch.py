@@ -21,6 +21,9 @@ from flashattn2._launch import CompiledLaunch, TileChooser, alignments
 from flashattn2._triton_common import LOG2_E, contiguous_strides, needs_contiguous_copy
 from flashattn2.testing import assert_attention_matches_reference
 
+# what a launch with constexprs BLOCK=64 and MODE=1 and Tile(64, 32, 8, 3) passes Triton's JIT besides its arguments
+JIT_KWARGS = {"BLOCK": 64, "MODE": 1, "num_warps": 8, "num_stages": 3, "launch_pdl": False, "enable_fp_fusion": True}
+
 
 class _RecordingJIT:
     """Stands in for a ``@triton.jit`` function: ``fn[grid](...)`` records the launch and
@@ -62,14 +65,7 @@ def test_first_launch_goes_through_the_jit_later_ones_call_the_compiled_kernel(m
 
     (how, grid, args, kwargs), (direct, run_args) = fn.launches
     assert how == "jit" and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
-    assert kwargs == {
-        "BLOCK": 64,
-        "MODE": 1,
-        "num_warps": 8,
-        "num_stages": 3,
-        "launch_pdl": False,
-        "enable_fp_fusion": True,
-    }
+    assert kwargs == JIT_KWARGS
     assert direct == "direct"
     # grid, the stream of the launch's device, function, metadata, launch metadata and hooks (none listen),
     # then every argument in order
@@ -532,14 +528,7 @@ def test_a_first_launch_waits_for_its_background_compile(monkeypatch):
     launch(x, y)
     [(thread, grid, args, kwargs)] = compiled
     assert thread.startswith("flashattn2-compile") and grid == (5, 2, 1) and args == (x, y, 16, 0.5)
-    assert kwargs == {
-        "BLOCK": 64,
-        "MODE": 1,
-        "num_warps": 8,
-        "num_stages": 3,
-        "launch_pdl": False,
-        "enable_fp_fusion": True,
-    }
+    assert kwargs == JIT_KWARGS
     assert fn.launches[0] == "compiled" and fn.launches[1][0] == "jit"  # the launch came after the compile
 
 
