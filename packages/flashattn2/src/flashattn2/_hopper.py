@@ -26,7 +26,8 @@ from flashattn2._inputs import cuda_capability, device_index
 from flashattn2._triton_common import KERNELS_INTERPRETED, MAX_INT32
 
 # The Triton releases the kernels were measured with (version prefixes): those torch 2.11 to 2.15 require, 3.6 (2.11),
-# 3.7 (2.12 and 2.13), 3.8 (2.14) and 3.9 (2.15).
+# 3.7 (2.12 requires 3.7.0, 2.13 3.7.1, which was measured: the two have the same launcher and Gluon TMA sources),
+# 3.8 (2.14) and 3.9 (2.15).
 TESTED_TRITON = ("3.6.", "3.7.", "3.8.", "3.9.")
 HEAD_DIMS = {"forward": (64, 128, 256), "backward": (64, 128, 256)}  # the head dimensions each kernel is laid out for
 SWITCHES = {"forward": "FLASHATTN2_HOPPER_FORWARD", "backward": "FLASHATTN2_HOPPER_BACKWARD"}
