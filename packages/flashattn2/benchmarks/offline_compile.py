@@ -84,42 +84,39 @@ def compile_all(dump: str | None) -> list[dict]:
     _launch.fits_in_l2 = _hopper.fits_in_l2
     from flashattn2 import _gluon_backward, _gluon_forward
 
-    rows, compiled = [], []
-
-    def compile_now(launch, *tensors):  # CompiledLaunch.compile_in_background, synchronous, keeping the result
-        try:
-            options = launch._options()
-            kernel = launch.fn.warmup(*tensors, *launch.scalars, **launch.constexprs, **options, grid=launch.grid)
-            compiled.append((launch.fn.__name__, launch.constexprs, kernel, None))
-        except Exception as error:
-            compiled.append((launch.fn.__name__, launch.constexprs, None, "".join(traceback.format_exception(error))))
-
-    _launch.CompiledLaunch.compile_in_background = compile_now
+    rows = []
     cpu, dtype, scale = torch.device("cpu"), torch.bfloat16, 0.125
     for q_shape, kv_heads, causal in SHAPES:
         k_shape = (q_shape[0], kv_heads, *q_shape[2:])
-        compiled.clear()
         forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
         q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
         k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
         out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
         lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
-        compile_now(forward.kernel, q_first, q_last, k, v, out_first, out_last, lse, schedule)
+        forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
         strides = torch.empty(q_shape, device="meta").stride()
-        _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale).compile_early()
-        for name, constexprs, kernel, error in compiled:
-            row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name, "constexprs": constexprs}
-            if error is None:
+        backward = _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale)
+        backward.compile_early()
+        for launch in (forward.kernel, backward.prologue, backward.kernel, backward.epilogue, backward.group_sum):
+            if launch.compiling is None:  # the group sum, without grouped-query heads
+                continue
+            name = launch.fn.__name__
+            row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name}
+            row["constexprs"] = launch.constexprs
+            try:
+                kernel = launch.compiling[1].result()
+            except Exception as failure:
+                row["error"] = "".join(traceback.format_exception(failure))
+                summary = row["error"].strip().splitlines()[-1]
+            else:
                 row.update(shared=kernel.metadata.shared, ptxas=ptxas_report(kernel))
+                summary = row["ptxas"]
                 if dump:
                     tag = f"{'x'.join(map(str, q_shape))}_kv{kv_heads}_{'causal' if causal else 'full'}_{name}"
                     for kind in ("ptx", "ttgir"):
                         with open(os.path.join(dump, f"{tag}.{kind}"), "w") as f:
                             f.write(kernel.asm[kind])
-            else:
-                row["error"] = error
             rows.append(row)
-            summary = row["ptxas"] if "ptxas" in row else row["error"].strip().splitlines()[-1]
             print(q_shape, kv_heads, "causal" if causal else "full", name, row.get("shared", ""), summary, flush=True)
     return rows
 

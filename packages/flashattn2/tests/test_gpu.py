@@ -18,7 +18,7 @@ import torch
 
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
-from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
+from flashattn2 import FlashAttention2Triton, FlashSelfAttention, _hopper, flash_attention
 from flashattn2._inputs import check_attention_inputs
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
@@ -50,12 +50,16 @@ hopper_only = pytest.mark.skipif(
 )
 
 
-def _skip_without_three_consumers(hopper_forward) -> None:
-    """Skips a test of the three-consumer forward under a Triton that does not run it."""
+def _three_consumers_run_here() -> bool:
     import triton
 
-    if not triton.__version__.startswith(hopper_forward.THREE_CONSUMER_TRITON):
-        pytest.skip(f"the three-consumer forward runs with Triton {hopper_forward.THREE_CONSUMER_TRITON}")
+    hopper_forward = _hopper.gluon_module("forward", torch.device("cuda"))
+    return hopper_forward is not None and triton.__version__.startswith(hopper_forward.THREE_CONSUMER_TRITON)
+
+
+three_consumers_only = pytest.mark.skipif(
+    not _three_consumers_run_here(), reason="the three-consumer forward runs with Triton 3.6 to 3.8"
+)
 
 
 @pytest.fixture
@@ -208,6 +212,7 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 
 
 @hopper_only
+@three_consumers_only
 @pytest.mark.parametrize(
     "dtype, causal, q_shape, kv_shape, scale",
     [
@@ -227,7 +232,6 @@ def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     # outputs bitwise equal when repeated.
     import flashattn2._gluon_forward as hopper_forward
 
-    _skip_without_three_consumers(hopper_forward)
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", {True: ((0, 0),), False: ((0, 0),)})
     q, k, v = _inputs(q_shape, kv_shape, dtype)
     scale = check_attention_inputs(q, k, v) if scale is None else scale
@@ -249,7 +253,7 @@ def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     "head_dim, causal, three_consumers",
     [
         (64, True, False),
-        (64, False, True),
+        pytest.param(64, False, True, marks=three_consumers_only),
         (128, True, False),
         (128, False, False),
         (256, True, False),
@@ -263,8 +267,6 @@ def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim,
     # causal head-dim-128 kernel (specialized for them) keeps 8 bytes there, stored and loaded once per item.
     import flashattn2._gluon_forward as hopper_forward
 
-    if three_consumers:
-        _skip_without_three_consumers(hopper_forward)
     rule = {True: ((0, 0),), False: ((0, 0),)} if three_consumers else {True: (), False: ()}
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", rule)
     q, k, v = _inputs((1, 2, 1024, head_dim), (1, 2, 1024, head_dim), torch.bfloat16)

@@ -259,15 +259,12 @@ def wrap_handle_tensordesc_packed(launcher, tensordesc_indices, tensordesc_meta)
 
 
 def wrap_handle_tensordesc_impl(launcher, tensordesc_indices, tensordesc_meta):
-    """Stands in for Triton 3.8's and 3.9's wrapper (``triton.backends.driver``): its closure is not 3.7's (the
-    descriptors' paths into the arguments, then a C++ function expanding them), its effect is."""
-    relevant_paths = {i: {} for i in tensordesc_indices}
+    """Stands in for Triton 3.8's and 3.9's wrapper (``triton.backends.driver``): 3.7's effect, through a function
+    whose closure is not 3.7's (there: the descriptors' paths into the arguments and a C++ function expanding them)."""
+    packed = wrap_handle_tensordesc_packed(launcher, tensordesc_indices, tensordesc_meta)
 
     def inner(*args):
-        final_kernel_args, descriptors = [], iter(tensordesc_meta)
-        for i, arg in enumerate(args[-1]):
-            final_kernel_args.extend(make_tensordesc_arg(arg, next(descriptors)) if i in relevant_paths else [arg])
-        return launcher(*args[:-1], final_kernel_args)
+        return packed(*args)
 
     return inner
 
