@@ -4,14 +4,16 @@ Usage (any Linux machine with torch and Triton, repository root)::
 
     PYTHONPATH=packages/flashattn2/src python packages/flashattn2/benchmarks/offline_compile.py --out compile.json
 
-For each shape and mask of a built-in list (bf16), the Hopper forward's kernel and the Hopper backward's kernels
-(its prologue, main kernel, epilogue and, with grouped-query heads, the group sum) are compiled as the launch plans
-would compile them on an H100 (132 multiprocessors, 50 MiB of L2): Triton's active driver is replaced by one that
-names an sm_90a target, so kernels compile to PTX and a cubin and never run. Each kernel's shared memory, and the
-registers, spills and serialization warnings (C7510-C7520: products made synchronous) that the release's own ptxas
-reports with ``-v``, or the error that stopped the compile, are printed and written to ``--out``. ``--dump DIR``
-keeps each kernel's PTX and TTGIR there. This is the first check of a new Triton release before it is measured
-on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or serializes where it did not.
+For each shape and mask of a built-in list or of ``--shapes`` (bf16), the Hopper forward's kernel and the Hopper
+backward's kernels (its prologue, main kernel, epilogue and, with grouped-query heads, the group sum) are compiled as
+the launch plans would compile them on an H100 (132 multiprocessors, 50 MiB of L2): Triton's active driver is
+replaced by one that names an sm_90a target, so kernels compile to PTX and a cubin and never run. Each kernel's
+shared memory, the registers, stack and local memory of the cubin Triton built (cuobjdump), and the serialization
+warnings (C7510-C7520: products made synchronous) that the release's own ptxas reports with ``-v``, or the error
+that stopped the compile, are printed and written to ``--out``. ``--dump DIR`` keeps each kernel's PTX and TTGIR
+there; ``--forward-only`` compiles the forward alone. This is the first check of a new Triton release before it is
+measured on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or serializes where it
+did not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import tempfile
 import traceback
@@ -60,7 +63,9 @@ class Sm90Driver:
 
 def ptxas_report(kernel) -> list[str]:
     """The lines of ``ptxas -v`` (the one the release compiles sm_90a with) on the kernel's PTX that name
-    registers, spills or a serialization warning."""
+    registers, spills or a serialization warning: run again without the flags Triton adds (``-lineinfo``, and from
+    3.9 ``--regAllocOptLevel=2``), for the warnings, which the cubin does not keep; its spills can differ from the
+    cubin's (:func:`resource_usage`)."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     ptxas = get_ptxas(90).path
@@ -74,8 +79,25 @@ def ptxas_report(kernel) -> list[str]:
     return [line.split("info    : ")[-1].strip() for line in lines if any(k in line for k in ("C75", "spill", "Used"))]
 
 
-def compile_all(dump: str | None) -> list[dict]:
-    """Every kernel of every :data:`SHAPES` entry, compiled: one row each."""
+def resource_usage(kernel) -> str:
+    """The compiled cubin's registers, stack, shared and local memory as cuobjdump reports them: the cubin Triton
+    built, with the ptxas flags of its release (the driver's local memory per thread, which the GPU tests read, is
+    the stack plus the local memory)."""
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as folder:
+        cubin = os.path.join(folder, "kernel.cubin")
+        with open(cubin, "wb") as f:
+            f.write(kernel.asm["cubin"])
+        command = [knobs.nvidia.cuobjdump.path, "--dump-resource-usage", cubin]
+        report = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+    found = re.search(r"REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:\d+", report)
+    return found.group(0) if found else report.strip()
+
+
+def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False) -> list[dict]:
+    """Every kernel of every ``shapes`` entry ((B, H, N, D), k/v heads, causal), or only the forward's, compiled:
+    one row each."""
     driver.set_active(Sm90Driver())
     from flashattn2 import _hopper, _launch  # after the driver: nothing of theirs asks it at import
 
@@ -86,7 +108,8 @@ def compile_all(dump: str | None) -> list[dict]:
 
     rows = []
     cpu, dtype, scale = torch.device("cpu"), torch.bfloat16, 0.125
-    for q_shape, kv_heads, causal in SHAPES:
+    for q_shape, kv_heads, causal in shapes:
+        q_shape = tuple(q_shape)
         k_shape = (q_shape[0], kv_heads, *q_shape[2:])
         forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
         q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
@@ -94,14 +117,19 @@ def compile_all(dump: str | None) -> list[dict]:
         out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
         lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
         forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
-        strides = torch.empty(q_shape, device="meta").stride()
-        backward = _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale)
-        backward.compile_early()
-        for launch in (forward.kernel, backward.prologue, backward.kernel, backward.epilogue, backward.group_sum):
+        launches = [forward.kernel]
+        if not forward_only:
+            strides = torch.empty(q_shape, device="meta").stride()
+            backward = _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale)
+            backward.compile_early()
+            launches += [backward.prologue, backward.kernel, backward.epilogue, backward.group_sum]
+        for launch in launches:
             if launch.compiling is None:  # the group sum, without grouped-query heads
                 continue
             name = launch.fn.__name__
             row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name}
+            if launch is forward.kernel:
+                row["three_consumers"] = forward.three_consumers
             row["constexprs"] = launch.constexprs
             try:
                 kernel = launch.compiling[1].result()
@@ -109,8 +137,8 @@ def compile_all(dump: str | None) -> list[dict]:
                 row["error"] = "".join(traceback.format_exception(failure))
                 summary = row["error"].strip().splitlines()[-1]
             else:
-                row.update(shared=kernel.metadata.shared, ptxas=ptxas_report(kernel))
-                summary = row["ptxas"]
+                row.update(shared=kernel.metadata.shared, ptxas=ptxas_report(kernel), cubin=resource_usage(kernel))
+                summary = [row["cubin"], *row["ptxas"]]
                 if dump:
                     tag = f"{'x'.join(map(str, q_shape))}_kv{kv_heads}_{'causal' if causal else 'full'}_{name}"
                     for kind in ("ptx", "ttgir"):
@@ -125,10 +153,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--dump", help="keep each kernel's PTX and TTGIR in this folder")
+    shapes_help = "JSON list of [[B, H, N, D], k/v heads, causal]"
+    parser.add_argument("--shapes", type=json.loads, default=SHAPES, help=shapes_help)
+    parser.add_argument("--forward-only", action="store_true", help="compile only the forward's kernel")
     args = parser.parse_args()
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
-    rows = compile_all(args.dump)
+    rows = compile_all(args.dump, args.shapes, args.forward_only)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"triton": triton.__version__, "torch": torch.__version__, "rows": rows}, f, indent=1)

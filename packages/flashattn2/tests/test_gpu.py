@@ -18,7 +18,7 @@ import torch
 
 import flashattn2._triton_backward as backward
 import flashattn2._triton_forward as forward
-from flashattn2 import FlashAttention2Triton, FlashSelfAttention, _hopper, flash_attention
+from flashattn2 import FlashAttention2Triton, FlashSelfAttention, flash_attention
 from flashattn2._inputs import check_attention_inputs
 from flashattn2._triton_backward import ONE_LAUNCH_MAX_SCORES
 from flashattn2.testing import assert_attention_matches_reference
@@ -47,18 +47,6 @@ def _hopper_kernel_runs_here() -> bool:
 
 hopper_only = pytest.mark.skipif(
     not _hopper_kernel_runs_here(), reason="the Hopper backward runs on compute capability 9.0 with Triton 3.6 to 3.9"
-)
-
-
-def _three_consumers_run_here() -> bool:
-    import triton
-
-    hopper_forward = _hopper.gluon_module("forward", torch.device("cuda"))
-    return hopper_forward is not None and triton.__version__.startswith(hopper_forward.THREE_CONSUMER_TRITON)
-
-
-three_consumers_only = pytest.mark.skipif(
-    not _three_consumers_run_here(), reason="the three-consumer forward runs with Triton 3.6 to 3.8"
 )
 
 
@@ -212,7 +200,6 @@ def test_hopper_kernels_at_head_dim_256(hopper_at_small_shapes, dtype, causal, q
 
 
 @hopper_only
-@three_consumers_only
 @pytest.mark.parametrize(
     "dtype, causal, q_shape, kv_shape, scale",
     [
@@ -253,7 +240,7 @@ def test_the_hopper_forward_with_three_consumers_matches_float64_reference(
     "head_dim, causal, three_consumers",
     [
         (64, True, False),
-        pytest.param(64, False, True, marks=three_consumers_only),
+        (64, False, True),
         (128, True, False),
         (128, False, False),
         (256, True, False),
@@ -264,8 +251,14 @@ def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim,
     # The compiled forward's local memory per thread (the driver's count): ptxas spills registers there when it
     # holds too much across the key loop, and the reloads in each step cost time (at head dim 256 its hoisted
     # descriptors of Q, K and V: 152-168 bytes, 1.03-1.04x the time). At lengths that are not multiples of 16 the
-    # causal head-dim-128 kernel (specialized for them) keeps 8 bytes there, stored and loaded once per item.
+    # causal head-dim-128 kernel (specialized for them) keeps 8 bytes there, stored and loaded once per item. The
+    # ptxas of Triton 3.9 (CUDA 13) keeps the three-consumer kernel's thread index there (8 bytes: two words),
+    # stored at the start and reloaded after each item's key loop, across the partitions' register reallocation.
+    from triton.backends.nvidia.compiler import get_ptxas
+
     import flashattn2._gluon_forward as hopper_forward
+
+    thread_index_words = 2 if three_consumers and int(get_ptxas(90).version.split(".")[0]) >= 13 else 0
 
     rule = {True: ((0, 0),), False: ((0, 0),)} if three_consumers else {True: (), False: ()}
     monkeypatch.setattr(hopper_forward, "THREE_CONSUMER_THRESHOLDS", rule)
@@ -273,7 +266,7 @@ def test_the_hopper_forward_keeps_its_values_in_registers(monkeypatch, head_dim,
     kernel = hopper_forward.HopperForward(q.shape, k.shape, q.dtype, q.device, causal, head_dim**-0.5)
     assert kernel.three_consumers == three_consumers
     kernel(q, k, v, torch.empty_like(q), torch.empty(1, 2, 1024, device="cuda"))
-    assert kernel.kernel.kernel.n_spills == 0
+    assert kernel.kernel.kernel.n_spills <= thread_index_words
 
 
 @hopper_only
