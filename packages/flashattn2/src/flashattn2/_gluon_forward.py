@@ -886,9 +886,7 @@ THREE_CONSUMER_THRESHOLDS = {True: ((5000, 0),), False: ((1536, 0),)}
 
 def three_consumers(q_shape, causal: bool) -> bool:
     """Whether a layout that :func:`hopper_forward_applies` takes runs three consumer warpgroups per program."""
-    if q_shape[3] > MMA_ROW_SUMS_MAX_HEAD_DIM.value:
-        return False
-    return _hopper.reaches(THREE_CONSUMER_THRESHOLDS[causal], q_shape)
+    return q_shape[3] <= MMA_ROW_SUMS_MAX_HEAD_DIM.value and _hopper.reaches(THREE_CONSUMER_THRESHOLDS[causal], q_shape)
 
 
 def causal_schedule(
