@@ -428,8 +428,37 @@ def test_short_causal_forwards_on_hopper_take_their_own_tile(monkeypatch):
     assert default_tile("forward", 64, torch.bfloat16, hopper) == table[(64, 2)]  # no length given: the table's
     assert default_tile("forward", 128, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(128, 2)]
     assert default_tile("forward", 64, torch.float32, hopper, causal=True, seq_len=256) == table[(64, 4)]
-    dq_table = configs._HOPPER_DEFAULTS["dq"]
-    assert default_tile("dq", 64, torch.bfloat16, hopper, causal=True, seq_len=256) == dq_table[(64, 2)]
+
+
+def test_short_causal_backwards_on_hopper_take_their_own_tiles(monkeypatch):
+    import flashattn2._configs as configs
+    import flashattn2._inputs as inputs
+
+    monkeypatch.delenv("FLASHATTN2_AUTOTUNE", raising=False)
+    monkeypatch.setattr(configs, "KERNELS_INTERPRETED", False)
+    monkeypatch.setattr(inputs, "_capabilities", {0: (9, 0)})
+    hopper = torch.device("cuda", 0)
+    short = configs.SHORT_CAUSAL_BACKWARD_TILES
+    for kernel in ("dq", "dkdv"):
+        table = configs._HOPPER_DEFAULTS[kernel]
+        assert short[kernel] != table[(64, 2)] and short[kernel] in configs._CANDIDATES[kernel]
+        for dtype in (torch.bfloat16, torch.float16):
+            for head_dim in (48, 64):
+                for seq_len in (16, 256, configs.SHORT_CAUSAL_BACKWARD_LEN):
+                    key = TileKey(head_dim, dtype, True, hopper, seq_len)
+                    assert TileChooser().choose(key, None, kernel) == short[kernel], (kernel, dtype, head_dim, seq_len)
+        longer = 2 * configs.SHORT_CAUSAL_BACKWARD_LEN
+        assert default_tile(kernel, 64, torch.bfloat16, hopper, causal=True, seq_len=longer) == table[(64, 2)]
+        assert default_tile(kernel, 64, torch.bfloat16, hopper, causal=False, seq_len=256) == table[(64, 2)]
+        assert default_tile(kernel, 32, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(64, 2)]
+        assert default_tile(kernel, 128, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(128, 2)]
+        assert default_tile(kernel, 64, torch.float32, hopper, causal=True, seq_len=256) == table[(64, 4)]
+    # the one-launch backward keeps the dK/dV table's tile, and its candidates
+    one_launch = TileChooser().choose(TileKey(64, torch.bfloat16, True, hopper, 128), None, "one_launch")
+    assert one_launch == configs._HOPPER_DEFAULTS["dkdv"][(64, 2)]
+    monkeypatch.setitem(configs._max_shared_memory, 0, 227 * 1024)  # an H100 block's (CUDA C++ Programming Guide)
+    candidates = configs.candidate_tiles("one_launch", 64, torch.bfloat16, hopper)
+    assert candidates and candidates == configs.candidate_tiles("dkdv", 64, torch.bfloat16, hopper)
 
 
 def test_tile_chooser_times_the_candidates_once_per_key_when_autotuning(monkeypatch):

@@ -8,7 +8,7 @@ so that the first call of a new shape compiles one configuration per
 kernel and runs, with no tuning. ``FLASHATTN2_AUTOTUNE=1`` makes the launchers
 time :func:`candidate_tiles` on the call's own inputs instead (see
 :mod:`flashattn2._launch`). The kernels: ``"forward"``, and the backward's
-``"dq"`` and ``"dkdv"``.
+``"dq"`` and ``"dkdv"``, or ``"one_launch"`` (both in one launch, short sequences).
 """
 
 from __future__ import annotations
@@ -91,6 +91,21 @@ _HOPPER_DEFAULTS: dict[str, dict[tuple[int, int], Tile]] = {
 # the mask 1.02-1.05x (benchmarks/NOTES.md, v61).
 SHORT_CAUSAL_FORWARD_LEN = 1024
 SHORT_CAUSAL_FORWARD_TILE = Tile(64, 64, 4, 3)
+
+# Hopper, causal backwards run as the dQ and dK/dV kernels whose sequence-length
+# bucket is at most SHORT_CAUSAL_BACKWARD_LEN, head dim 64 (bucket 64), 2-byte
+# elements: these tiles instead of the table's, which were measured at 16384 keys.
+# Replayed in CUDA graphs on an H200, the backward alone took 0.90-1.03x the
+# table pair's time at six causal shapes of 256 to 1024 keys under Triton 3.6,
+# and 0.78-1.05x under Triton 3.9, where the table's 8-warp dQ tile compiles
+# 8-14% slower than under 3.6; gradients bitwise equal. At 2048 keys, and
+# without the mask, the table's pair was as fast or faster (benchmarks/NOTES.md, v168).
+SHORT_CAUSAL_BACKWARD_LEN = 1024
+SHORT_CAUSAL_BACKWARD_TILES = {"dq": Tile(64, 32, 4, 3), "dkdv": Tile(32, 64, 4, 3)}
+
+# Kernels whose tiles are another kernel's: the one-launch backward's dQ and dK/dV
+# programs both take the dK/dV kernel's tile (the short-causal rules above are not its own).
+TILES_OF = {"one_launch": "dkdv"}
 
 # Other GPUs (Ampere, Ada, Blackwell...): small tiles that fit the 99 KB of shared
 # memory a block may use on consumer parts (CUDA C++ Programming Guide, compute
@@ -211,18 +226,22 @@ def default_tile(
     causal: bool = False,
     seq_len: int | None = None,
 ) -> Tile:
-    """The shipped configuration of ``kernel`` (``"forward"``, ``"dq"`` or ``"dkdv"``) for these inputs.
-    ``seq_len``: the tuning key's sequence-length bucket; the forward's tile depends on it and on ``causal``
-    (:data:`SHORT_CAUSAL_FORWARD_LEN`), other kernels' do not."""
+    """The shipped configuration of ``kernel`` (``"forward"``, ``"dq"``, ``"dkdv"`` or ``"one_launch"``) for
+    these inputs. ``seq_len``: the tuning key's sequence-length bucket; on Hopper the tiles of the forward and of
+    the dQ and dK/dV kernels depend on it and on ``causal`` (:data:`SHORT_CAUSAL_FORWARD_LEN`,
+    :data:`SHORT_CAUSAL_BACKWARD_LEN`)."""
     if KERNELS_INTERPRETED:
         return INTERPRETER_TILE
     bucket = head_dim_bucket(head_dim)
+    table = TILES_OF.get(kernel, kernel)
     if cuda_capability(device)[0] == 9:
-        short_causal = causal and seq_len is not None and seq_len <= SHORT_CAUSAL_FORWARD_LEN
-        if kernel == "forward" and short_causal and bucket <= 64 and dtype.itemsize == 2:
-            return SHORT_CAUSAL_FORWARD_TILE
-        return _HOPPER_DEFAULTS[kernel][(max(bucket, 64), dtype.itemsize)]
-    return _PORTABLE_DEFAULTS[kernel][bucket]
+        if causal and seq_len is not None and dtype.itemsize == 2:
+            if kernel == "forward" and seq_len <= SHORT_CAUSAL_FORWARD_LEN and bucket <= 64:
+                return SHORT_CAUSAL_FORWARD_TILE
+            if kernel in SHORT_CAUSAL_BACKWARD_TILES and seq_len <= SHORT_CAUSAL_BACKWARD_LEN and bucket == 64:
+                return SHORT_CAUSAL_BACKWARD_TILES[kernel]
+        return _HOPPER_DEFAULTS[table][(max(bucket, 64), dtype.itemsize)]
+    return _PORTABLE_DEFAULTS[table][bucket]
 
 
 def candidate_tiles(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.device) -> list[Tile]:
@@ -230,4 +249,5 @@ def candidate_tiles(kernel: str, head_dim: int, dtype: torch.dtype, device: torc
     if KERNELS_INTERPRETED:
         return [INTERPRETER_TILE]
     block_d = head_dim_block(head_dim)
-    return [t for t in _CANDIDATES[kernel] if fits(kernel, t, block_d, dtype.itemsize, device)]
+    table = TILES_OF.get(kernel, kernel)
+    return [t for t in _CANDIDATES[table] if fits(table, t, block_d, dtype.itemsize, device)]

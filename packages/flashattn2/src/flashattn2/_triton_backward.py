@@ -875,7 +875,7 @@ class BackwardPlan:
             return
         lse = torch.empty(1, dtype=torch.float32, device=self.device)  # for L and Delta: float32, aligned
         if self.one_launch:
-            self.launch_one = self.compiled_one_launch(one_launch_tiles.choose(self.tile_key, None, "dkdv"))
+            self.launch_one = self.compiled_one_launch(one_launch_tiles.choose(self.tile_key, None, "one_launch"))
             self.launch_one.compile_in_background(q, k, v, q, q, lse, q, k, v)
         else:
             self.launch_dq = self.compiled_dq(dq_tiles.choose(self.tile_key, None, "dq"))
@@ -906,7 +906,7 @@ class BackwardPlan:
                 tile = one_launch_tiles.choose(
                     self.tile_key,
                     lambda t: self.compiled_one_launch(t)(q, k, v, out, grad_out, lse, dq, dk, dv),
-                    "dkdv",  # the dK/dV tiles serve both parts
+                    "one_launch",
                 )
                 self.launch_one = self.compiled_one_launch(tile)
             self.launch_one(q, k, v, out, grad_out, lse, dq, dk, dv)
