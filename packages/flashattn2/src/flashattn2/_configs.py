@@ -97,9 +97,10 @@ SHORT_CAUSAL_FORWARD_TILE = Tile(64, 64, 4, 3)
 # elements: these tiles instead of the table's, which were measured at 16384 keys.
 # Replayed in CUDA graphs on an H200, the backward alone took 0.90-1.03x the
 # table pair's time at six causal shapes of 256 to 1024 keys under Triton 3.6,
-# and 0.78-1.05x under Triton 3.9, where the table's 8-warp dQ tile compiles
-# 8-14% slower than under 3.6; gradients bitwise equal. At 2048 keys, and
-# without the mask, the table's pair was as fast or faster (benchmarks/NOTES.md, v168).
+# and 0.78-1.05x under Triton 3.9, under which the backward with the table's
+# 8-warp dQ tile runs 8-14% slower than under 3.6; gradients bitwise equal. At
+# 2048 keys these tiles took 1.02x (3.6) and 0.96x (3.9), without the mask
+# 1.14-1.20x, so those keep the table's (benchmarks/NOTES.md, v168).
 SHORT_CAUSAL_BACKWARD_LEN = 1024
 SHORT_CAUSAL_BACKWARD_TILES = {"dq": Tile(64, 32, 4, 3), "dkdv": Tile(32, 64, 4, 3)}
 
