@@ -443,14 +443,15 @@ def test_short_causal_backwards_on_hopper_take_their_own_tiles(monkeypatch):
         table = configs._HOPPER_DEFAULTS[kernel]
         assert short[kernel] != table[(64, 2)] and short[kernel] in configs._CANDIDATES[kernel]
         for dtype in (torch.bfloat16, torch.float16):
-            for head_dim in (48, 64):
+            for head_dim in (17, 32, 48, 64):
                 for seq_len in (16, 256, configs.SHORT_CAUSAL_BACKWARD_LEN):
                     key = TileKey(head_dim, dtype, True, hopper, seq_len)
                     assert TileChooser().choose(key, None, kernel) == short[kernel], (kernel, dtype, head_dim, seq_len)
         longer = 2 * configs.SHORT_CAUSAL_BACKWARD_LEN
         assert default_tile(kernel, 64, torch.bfloat16, hopper, causal=True, seq_len=longer) == table[(64, 2)]
         assert default_tile(kernel, 64, torch.bfloat16, hopper, causal=False, seq_len=256) == table[(64, 2)]
-        assert default_tile(kernel, 32, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(64, 2)]
+        assert default_tile(kernel, 16, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(64, 2)]
+        assert default_tile(kernel, 65, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(128, 2)]
         assert default_tile(kernel, 128, torch.bfloat16, hopper, causal=True, seq_len=256) == table[(128, 2)]
         assert default_tile(kernel, 64, torch.float32, hopper, causal=True, seq_len=256) == table[(64, 4)]
     # the one-launch backward keeps the dK/dV table's tile, and its candidates

@@ -93,15 +93,19 @@ SHORT_CAUSAL_FORWARD_LEN = 1024
 SHORT_CAUSAL_FORWARD_TILE = Tile(64, 64, 4, 3)
 
 # Hopper, causal backwards run as the dQ and dK/dV kernels whose sequence-length
-# bucket is at most SHORT_CAUSAL_BACKWARD_LEN, head dim 64 (bucket 64), 2-byte
-# elements: these tiles instead of the table's, which were measured at 16384 keys.
-# Replayed in CUDA graphs on an H200, the backward alone took 0.90-1.03x the
-# table pair's time at six causal shapes of 256 to 1024 keys under Triton 3.6,
-# and 0.78-1.05x under Triton 3.9, under which the backward with the table's
-# 8-warp dQ tile runs 8-14% slower than under 3.6; gradients bitwise equal. At
-# 2048 keys these tiles took 1.02x (3.6) and 0.96x (3.9), without the mask
-# 1.14-1.20x, so those keep the table's (benchmarks/NOTES.md, v168).
+# bucket is at most SHORT_CAUSAL_BACKWARD_LEN, head dims in
+# SHORT_CAUSAL_BACKWARD_HEAD_DIMS (tiles 32 and 64 wide; narrower heads were not
+# timed), 2-byte elements: these tiles instead of the table's, which were
+# measured at 16384 keys. Replayed in CUDA graphs on an H200, the backward alone
+# took 0.90-1.03x the table pair's time at six bf16 causal shapes of 256 to 1024
+# keys at head dim 64 under Triton 3.6, and 0.78-1.05x under Triton 3.9, under
+# which the backward with the table's 8-warp dQ tile runs 8-14% slower than
+# under 3.6; at head dim 32 0.83-1.09x (3.6), in fp16 0.90-1.00x (3.6);
+# gradients bitwise equal. At 2048 keys these tiles took 1.02x (3.6) and 0.96x
+# (3.9), without the mask 1.14-1.20x, so those keep the table's
+# (benchmarks/NOTES.md, v168, v169).
 SHORT_CAUSAL_BACKWARD_LEN = 1024
+SHORT_CAUSAL_BACKWARD_HEAD_DIMS = range(17, 65)
 SHORT_CAUSAL_BACKWARD_TILES = {"dq": Tile(64, 32, 4, 3), "dkdv": Tile(32, 64, 4, 3)}
 
 # Kernels whose tiles are another kernel's: the one-launch backward's dQ and dK/dV
@@ -239,7 +243,8 @@ def default_tile(
         if causal and seq_len is not None and dtype.itemsize == 2:
             if kernel == "forward" and seq_len <= SHORT_CAUSAL_FORWARD_LEN and bucket <= 64:
                 return SHORT_CAUSAL_FORWARD_TILE
-            if kernel in SHORT_CAUSAL_BACKWARD_TILES and seq_len <= SHORT_CAUSAL_BACKWARD_LEN and bucket == 64:
+            short_backward = seq_len <= SHORT_CAUSAL_BACKWARD_LEN and head_dim in SHORT_CAUSAL_BACKWARD_HEAD_DIMS
+            if kernel in SHORT_CAUSAL_BACKWARD_TILES and short_backward:
                 return SHORT_CAUSAL_BACKWARD_TILES[kernel]
         return _HOPPER_DEFAULTS[table][(max(bucket, 64), dtype.itemsize)]
     return _PORTABLE_DEFAULTS[table][bucket]
