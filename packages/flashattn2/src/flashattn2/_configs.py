@@ -239,15 +239,19 @@ def default_tile(
         return INTERPRETER_TILE
     bucket = head_dim_bucket(head_dim)
     table = TILES_OF.get(kernel, kernel)
-    if cuda_capability(device)[0] == 9:
-        if causal and seq_len is not None and dtype.itemsize == 2:
-            if kernel == "forward" and seq_len <= SHORT_CAUSAL_FORWARD_LEN and bucket <= 64:
-                return SHORT_CAUSAL_FORWARD_TILE
-            short_backward = seq_len <= SHORT_CAUSAL_BACKWARD_LEN and head_dim in SHORT_CAUSAL_BACKWARD_HEAD_DIMS
-            if kernel in SHORT_CAUSAL_BACKWARD_TILES and short_backward:
-                return SHORT_CAUSAL_BACKWARD_TILES[kernel]
-        return _HOPPER_DEFAULTS[table][(max(bucket, 64), dtype.itemsize)]
-    return _PORTABLE_DEFAULTS[table][bucket]
+    if cuda_capability(device)[0] != 9:
+        return _PORTABLE_DEFAULTS[table][bucket]
+    short_causal = causal and seq_len is not None and dtype.itemsize == 2
+    if short_causal and kernel == "forward" and seq_len <= SHORT_CAUSAL_FORWARD_LEN and bucket <= 64:
+        return SHORT_CAUSAL_FORWARD_TILE
+    if (
+        short_causal
+        and kernel in SHORT_CAUSAL_BACKWARD_TILES
+        and seq_len <= SHORT_CAUSAL_BACKWARD_LEN
+        and head_dim in SHORT_CAUSAL_BACKWARD_HEAD_DIMS
+    ):
+        return SHORT_CAUSAL_BACKWARD_TILES[kernel]
+    return _HOPPER_DEFAULTS[table][(max(bucket, 64), dtype.itemsize)]
 
 
 def candidate_tiles(kernel: str, head_dim: int, dtype: torch.dtype, device: torch.device) -> list[Tile]:
