@@ -124,6 +124,16 @@ def test_short_sequences_backward_matches_float64_reference(dtype, head_dim, cau
     assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=causal)
 
 
+@pytest.mark.parametrize("dtype, head_dim", [(torch.bfloat16, 24), (torch.bfloat16, 32), (torch.float16, 64)], ids=str)
+def test_short_causal_backward_as_two_kernels_matches_float64_reference(dtype, head_dim):
+    # At most SHORT_CAUSAL_BACKWARD_LEN keys, too many scores for one launch and too few for the Hopper
+    # backward: on Hopper the dQ and dK/dV kernels take their short-causal tiles. Odd lengths, Nq != Nk,
+    # grouped-query heads.
+    q, k, v = _inputs((4, 4, 1000, head_dim), (4, 2, 999, head_dim), dtype)
+    assert _backward_path(q, k, v, True) == "two kernels"
+    assert_attention_matches_reference(FlashAttention2Triton.apply, q, k, v, causal=True)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_matches_float64_reference_at_16k(causal, triton_kernels_only):
     # The Triton kernels at a long sequence (the Hopper backward's test follows). One head: the float64
