@@ -12,15 +12,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gb_rs_both
-import gb_rs_dk
-import gb_rs_kv
+import importlib
+
 from matrix import time_ms
 
 from flashattn2 import _gluon_backward as gb_head
 from flashattn2 import _gluon_forward as gf
 
-MODULES = {"head": gb_head, "dk": gb_rs_dk, "kv": gb_rs_kv, "both": gb_rs_both}
+VARIANTS = os.environ.get("AB_VARIANTS", "dk:gb_rs_dk kv:gb_rs_kv both:gb_rs_both").split()
+MODULES = {"head": gb_head} | {v.split(":")[0]: importlib.import_module(v.split(":")[1]) for v in VARIANTS}
 SUSTAIN_S = float(os.environ.get("SUSTAIN_S", "1.5"))
 
 
@@ -107,7 +107,8 @@ if __name__ == "__main__":
         ((1, 32, 16384, 64), True, 8),
         ((1, 16, 16383, 64), True, None),
     ]
-    shapes = shapes[: int(os.environ.get("AB_SHAPES", len(shapes)))]
+    if os.environ.get("AB_CAUSAL_ONLY"):
+        shapes = [s for s in shapes if s[1]]
     rows = []
     for shape, causal, kv in shapes:
         rows.append(bench(shape, causal, kv))

@@ -20,7 +20,7 @@ _hopper.usable_multiprocessors = lambda device: H100_MULTIPROCESSORS
 _hopper.fits_in_l2 = lambda nbytes, share, device: nbytes <= share * H100_L2_BYTES
 _launch.fits_in_l2 = _hopper.fits_in_l2
 dump = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--dump" else None
-for name in ("flashattn2._gluon_backward", "gb_rs_dk", "gb_rs_kv", "gb_rs_both"):
+for name in os.environ.get("MODS", "flashattn2._gluon_backward gb_rs_dk gb_rs_kv gb_rs_both").split():
     mod = importlib.import_module(name)
     for shape, causal in (((1, 16, 16384, 64), True), ((1, 16, 16384, 64), False), ((4, 16, 4096, 128), True)):
         strides = torch.empty(shape, device="meta").stride()
