@@ -13,7 +13,8 @@ program's items dealt on the host) and runs four partitions:
   (the prologue's ``row_stats``) of each query tile (128 rows at head dim 64,
   64 at 128 and 256) by TMA into a ring of two slots (one at 256);
 - two consumer warpgroups, one per 64 keys, compute ``S^T``, ``dP^T``, dV and
-  dK, 64 queries at a time, and their half of ``dQ = dS K`` (the fifth
+  dK, 64 queries at a time (at head dim 64 with their K and V rows held in
+  registers), and their half of ``dQ = dS K`` (the fifth
   product): 64 query rows each of a 128-row tile, or half of the head
   dimension of a 64-row one; each hands its dQ piece to shared memory. At the
   item's end they write dK and dV: non-causal through their rows of the K and
@@ -86,6 +87,11 @@ SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup pro
 DQ_COLS = gl.constexpr(64)  # columns of a dQ piece: all of 64, half of 128, a quarter of 256
 SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: dK and dV are written in such blocks
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
+# Whether the head-dim-64 consumers take S^T's and dP^T's A operands (K and V), and without the mask dK's (dS^T),
+# from registers (see _consume_item). Measured under Triton 3.6; 3.7 and 3.8 compile it with 3.6's registers and
+# spills (12-68 bytes), while 3.9's ptxas (CUDA 13.4) spills 148-168 bytes where the operands from shared memory
+# spill none, not yet measured on a GPU (benchmarks/NOTES.md, v170).
+REGISTER_OPERANDS = gl.constexpr(triton.__version__.startswith(("3.6.", "3.7.", "3.8.")))
 
 
 @builtin
@@ -546,6 +552,17 @@ def _consume_item(
     key_ok = keys < n_ctx
     steps = _steps(n, q_tiles, key_tiles, CAUSAL, RATIO)
     mbarrier.wait(kv_bar, phase)
+    # At head dim 64, S^T's and dP^T's A operands (this warpgroup's K and V rows, 16 registers a thread each) are
+    # read into registers once per item rather than from shared memory by every step's products: 0.96-0.99x the
+    # backward's time at eight shapes, and with dK's dS^T also from registers without the mask 0.96x
+    # (benchmarks/NOTES.md, v170). At 128 they would take 64 registers where the consumers already spill.
+    A_IN_REGISTERS: gl.constexpr = HEAD_DIM == 64 and REGISTER_OPERANDS
+    if A_IN_REGISTERS:
+        k_a = k_mine.load(a_layout)
+        v_a = v_mine.load(a_layout)
+    else:
+        k_a = k_mine
+        v_a = v_mine
     for _head in range(n_heads):  # the query heads this program walks
         for s in range(steps):
             j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
@@ -560,8 +577,8 @@ def _consume_item(
                         lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
                         delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
                     # S^T and dP^T (keys x queries), issued back to back
-                    st = warpgroup_mma(k_mine, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                    dpt = warpgroup_mma(v_mine, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+                    st = warpgroup_mma(k_a, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+                    dpt = warpgroup_mma(v_a, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                     st = warpgroup_wait(num_outstanding=1, deps=(st,))
                     if LATE_ROW_LOADS:
                         lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
@@ -586,7 +603,10 @@ def _consume_item(
                     ds_h.store(dst)
                     fence_async_shared()
                     dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
-                    dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
+                    if A_IN_REGISTERS and not CAUSAL:  # dS^T from registers too (spills with the mask, v170)
+                        dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
+                    else:
+                        dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
                 # dQ needs both warpgroups' dS: meet on the dS buffer
                 mbarrier.arrive(ds_ready.index(slot))
                 mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
