@@ -11,7 +11,7 @@ replaced by one that names an sm_90a target, so kernels compile to PTX and a cub
 shared memory, the registers, stack and local memory of the cubin Triton built (cuobjdump), and the serialization
 warnings (C7510-C7520: products made synchronous) that the release's own ptxas reports with ``-v``, or the error
 that stopped the compile, are printed and written to ``--out``. ``--dump DIR`` keeps each kernel's PTX and TTGIR
-there; ``--forward-only`` compiles the forward alone. This is the first check of a new Triton release before it is
+there; ``--forward-only`` and ``--backward-only`` compile one of the two. This is the first check of a new Triton release before it is
 measured on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or serializes where it
 did not.
 """
@@ -95,9 +95,11 @@ def resource_usage(kernel) -> str:
     return found.group(0) if found else report.strip()
 
 
-def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False) -> list[dict]:
-    """Every kernel of every ``shapes`` entry ((B, H, N, D), k/v heads, causal), or only the forward's, compiled:
-    one row each."""
+def compile_all(
+    dump: str | None, shapes=SHAPES, forward_only: bool = False, backward_only: bool = False
+) -> list[dict]:
+    """Every kernel of every ``shapes`` entry ((B, H, N, D), k/v heads, causal), or only the forward's or the
+    backward's, compiled: one row each."""
     driver.set_active(Sm90Driver())
     from flashattn2 import _hopper, _launch  # after the driver: nothing of theirs asks it at import
 
@@ -112,12 +114,14 @@ def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False) -> 
         q_shape = tuple(q_shape)
         k_shape = (q_shape[0], kv_heads, *q_shape[2:])
         forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
-        q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
-        k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
-        out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
-        lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
-        forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
-        launches = [forward.kernel]
+        launches = []
+        if not backward_only:
+            q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
+            k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
+            out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
+            lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
+            forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
+            launches.append(forward.kernel)
         if not forward_only:
             strides = torch.empty(q_shape, device="meta").stride()
             backward = _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale)
@@ -155,11 +159,13 @@ def main() -> None:
     parser.add_argument("--dump", help="keep each kernel's PTX and TTGIR in this folder")
     shapes_help = "JSON list of [[B, H, N, D], k/v heads, causal]"
     parser.add_argument("--shapes", type=json.loads, default=SHAPES, help=shapes_help)
-    parser.add_argument("--forward-only", action="store_true", help="compile only the forward's kernel")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--forward-only", action="store_true", help="compile only the forward's kernel")
+    only.add_argument("--backward-only", action="store_true", help="compile only the backward's kernels")
     args = parser.parse_args()
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
-    rows = compile_all(args.dump, args.shapes, args.forward_only)
+    rows = compile_all(args.dump, args.shapes, args.forward_only, args.backward_only)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"triton": triton.__version__, "torch": torch.__version__, "rows": rows}, f, indent=1)

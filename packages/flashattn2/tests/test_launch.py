@@ -1199,6 +1199,30 @@ def test_the_three_consumer_forward_s_warpgroups_do_not_meet_after_their_product
     assert not [line for line in after_waits if re.fullmatch(r"bar\.sync\s+\d+,\s*256;", line)]
 
 
+def test_the_head_dim_64_backward_takes_its_operands_from_registers_where_ptxas_keeps_them(tmp_path):
+    # The non-causal head-dim-64 backward compiled for sm_90a by benchmarks/offline_compile.py, as above. With
+    # REGISTER_OPERANDS (Triton 3.6-3.8) each consumer takes S^T's, dP^T's, dV's and dK's first operand from
+    # registers and only dQ's from shared memory; otherwise dV's alone. Where the running release keeps them, the
+    # kernel spills no more than 3.6's 32 bytes a thread; 3.9's ptxas would spill 144-168 (NOTES v170).
+    from flashattn2._gluon_backward import REGISTER_OPERANDS
+
+    script = pathlib.Path(__file__).parents[1] / "benchmarks" / "offline_compile.py"
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    shape = [[1, 1, 1024, 64], 1, False]
+    command = [sys.executable, str(script), "--shapes", json.dumps([shape]), "--backward-only", "--dump", str(tmp_path)]
+    subprocess.run([*command, "--out", str(tmp_path / "rows.json")], env=env, check=True, timeout=600)
+    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    (row,) = [row for row in rows if row["kernel"] == "_hopper_backward_kernel"]
+    assert "error" not in row and not [line for line in row["ptxas"] if "C75" in line]  # no serialized products
+    assert int(re.search(r"STACK:(\d+)", row["cubin"]).group(1)) <= 32
+    ptx = next(tmp_path.glob("*_hopper_backward_kernel.ptx")).read_text()
+    products = re.findall(r"wgmma\.mma_async\S* \{[^}]*\}, (\S)", ptx)  # "{": A from registers
+    # two consumers x two 64-query parts x four k-steps of 16 per product; dQ: two consumers x eight k-steps
+    assert len(products) == 5 * 16
+    assert products.count("{") == (4 if REGISTER_OPERANDS else 1) * 16
+
+
 def test_mbarrier_offsets_are_read_from_the_ptx_in_its_order():
     from flashattn2._hopper import mbarrier_offsets
 
