@@ -11,9 +11,9 @@ replaced by one that names an sm_90a target, so kernels compile to PTX and a cub
 shared memory, the registers, stack and local memory of the cubin Triton built (cuobjdump), and the serialization
 warnings (C7510-C7520: products made synchronous) that the release's own ptxas reports with ``-v``, or the error
 that stopped the compile, are printed and written to ``--out``. ``--dump DIR`` keeps each kernel's PTX and TTGIR
-there; ``--forward-only`` and ``--backward-only`` compile one of the two. This is the first check of a new Triton release before it is
-measured on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or serializes where it
-did not.
+there; ``--forward-only`` and ``--backward-only`` compile one of the two. This is the first check of a new Triton
+release before it is measured on a GPU (NOTES v165): whether the kernels compile at all, and whether ptxas spills or
+serializes where it did not.
 """
 
 from __future__ import annotations
