@@ -95,9 +95,7 @@ def resource_usage(kernel) -> str:
     return found.group(0) if found else report.strip()
 
 
-def compile_all(
-    dump: str | None, shapes=SHAPES, forward_only: bool = False, backward_only: bool = False
-) -> list[dict]:
+def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False, backward_only: bool = False) -> list[dict]:
     """Every kernel of every ``shapes`` entry ((B, H, N, D), k/v heads, causal), or only the forward's or the
     backward's, compiled: one row each."""
     driver.set_active(Sm90Driver())
