@@ -1179,18 +1179,25 @@ def test_the_head_dim_64_hopper_forward_runs_three_consumers_on_long_sequences(o
     assert three.schedule_table == causal_schedule(three.items, 86, 132, 4, 192, 16384)
 
 
-def test_the_three_consumer_forward_s_warpgroups_do_not_meet_after_their_product_waits(tmp_path):
-    # The forward compiled for sm_90a on this machine by benchmarks/offline_compile.py, in a process without Triton's
-    # interpreter (under which Gluon kernels do not compile). Each warpgroup of the 8-warp consumer waits for its
-    # own products; a barrier across the partition right after a wait would hold the two in step. From Triton 3.9
-    # such a barrier follows every wait not marked warp-group local; the forward took 1.18-1.24x its time (NOTES v166).
+def _compiled_offline(tmp_path, shape, which: str) -> list[dict]:
+    """The rows of ``benchmarks/offline_compile.py`` for one ``shape`` ([[B, H, N, D], k/v heads, causal]) and
+    ``which`` kernels (``--forward-only`` or ``--backward-only``), compiled for sm_90a in a process without Triton's
+    interpreter (under which Gluon kernels do not compile); their PTX is kept in ``tmp_path``."""
     script = pathlib.Path(__file__).parents[1] / "benchmarks" / "offline_compile.py"
     env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    shape = [[1, 1, 1536, 64], 1, False]  # non-causal: three consumers from 1536 keys
-    command = [sys.executable, str(script), "--shapes", json.dumps([shape]), "--forward-only", "--dump", str(tmp_path)]
+    command = [sys.executable, str(script), "--shapes", json.dumps([shape]), which, "--dump", str(tmp_path)]
     subprocess.run([*command, "--out", str(tmp_path / "rows.json")], env=env, check=True, timeout=600)
-    (row,) = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    return json.loads((tmp_path / "rows.json").read_text())["rows"]
+
+
+def test_the_three_consumer_forward_s_warpgroups_do_not_meet_after_their_product_waits(tmp_path):
+    # The forward compiled for sm_90a on this machine by benchmarks/offline_compile.py. Each warpgroup of the
+    # 8-warp consumer waits for its own products; a barrier across the partition right after a wait would hold the
+    # two in step. From Triton 3.9 such a barrier follows every wait not marked warp-group local; the forward took
+    # 1.18-1.24x its time (NOTES v166).
+    shape = [[1, 1, 1536, 64], 1, False]  # non-causal: three consumers from 1536 keys
+    (row,) = _compiled_offline(tmp_path, shape, "--forward-only")
     assert row["three_consumers"] and "error" not in row
     ptx = next(tmp_path.glob("*_hopper_forward_kernel.ptx")).read_text()
     instructions = [line.strip() for line in ptx.splitlines() if line.strip()[:1] not in ("", "/", ".", "$")]
@@ -1200,19 +1207,13 @@ def test_the_three_consumer_forward_s_warpgroups_do_not_meet_after_their_product
 
 
 def test_the_head_dim_64_backward_takes_its_operands_from_registers_where_ptxas_keeps_them(tmp_path):
-    # The non-causal head-dim-64 backward compiled for sm_90a by benchmarks/offline_compile.py, as above. With
+    # The non-causal head-dim-64 backward compiled for sm_90a by benchmarks/offline_compile.py. With
     # REGISTER_OPERANDS (Triton 3.6-3.8) each consumer takes S^T's, dP^T's, dV's and dK's first operand from
     # registers and only dQ's from shared memory; otherwise dV's alone. Where the running release keeps them, the
     # kernel spills no more than 3.6's 32 bytes a thread; 3.9's ptxas would spill 144-168 (NOTES v170).
     from flashattn2._gluon_backward import REGISTER_OPERANDS
 
-    script = pathlib.Path(__file__).parents[1] / "benchmarks" / "offline_compile.py"
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    shape = [[1, 1, 1024, 64], 1, False]
-    command = [sys.executable, str(script), "--shapes", json.dumps([shape]), "--backward-only", "--dump", str(tmp_path)]
-    subprocess.run([*command, "--out", str(tmp_path / "rows.json")], env=env, check=True, timeout=600)
-    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    rows = _compiled_offline(tmp_path, [[1, 1, 1024, 64], 1, False], "--backward-only")
     (row,) = [row for row in rows if row["kernel"] == "_hopper_backward_kernel"]
     assert "error" not in row and not [line for line in row["ptxas"] if "C75" in line]  # no serialized products
     assert int(re.search(r"STACK:(\d+)", row["cubin"]).group(1)) <= 32
