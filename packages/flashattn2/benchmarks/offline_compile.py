@@ -111,27 +111,26 @@ def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False, bac
     for q_shape, kv_heads, causal in shapes:
         q_shape = tuple(q_shape)
         k_shape = (q_shape[0], kv_heads, *q_shape[2:])
-        forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
-        launches = []
+        launches = []  # (launch, what its row also says)
         if not backward_only:
+            forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
             q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
             k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
             out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
             lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
             forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
-            launches.append(forward.kernel)
+            launches.append((forward.kernel, {"three_consumers": forward.three_consumers}))
         if not forward_only:
             strides = torch.empty(q_shape, device="meta").stride()
             backward = _gluon_backward.HopperBackward(q_shape, k_shape, strides, strides, dtype, cpu, causal, scale)
             backward.compile_early()
-            launches += [backward.prologue, backward.kernel, backward.epilogue, backward.group_sum]
-        for launch in launches:
+            kernels = (backward.prologue, backward.kernel, backward.epilogue, backward.group_sum)
+            launches += [(launch, {}) for launch in kernels]
+        for launch, details in launches:
             if launch.compiling is None:  # the group sum, without grouped-query heads
                 continue
             name = launch.fn.__name__
-            row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name}
-            if launch is forward.kernel:
-                row["three_consumers"] = forward.three_consumers
+            row = {"shape": q_shape, "kv_heads": kv_heads, "causal": causal, "kernel": name, **details}
             row["constexprs"] = launch.constexprs
             try:
                 kernel = launch.compiling[1].result()
