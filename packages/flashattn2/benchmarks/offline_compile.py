@@ -114,11 +114,9 @@ def compile_all(dump: str | None, shapes=SHAPES, forward_only: bool = False, bac
         launches = []  # (launch, what its row also says)
         if not backward_only:
             forward = _gluon_forward.HopperForward(q_shape, k_shape, dtype, cpu, causal, scale)
-            q_first, q_last = (describe.stand_in(dtype, cpu) for describe in forward.q_descriptors)
-            k, v = (describe.stand_in(dtype, cpu) for describe in forward.kv_descriptors)
-            out_first, out_last = (describe.stand_in(dtype, cpu) for describe in forward.out_descriptors)
+            q, k, v, out = (describe.stand_in(dtype, cpu) for describe in forward.descriptors)
             lse, schedule = torch.empty(16), torch.empty(16, dtype=torch.int32)
-            forward.kernel.compile_in_background(q_first, q_last, k, v, out_first, out_last, lse, schedule)
+            forward.kernel.compile_in_background(q, k, v, out, lse, schedule)
             launches.append((forward.kernel, {"three_consumers": forward.three_consumers}))
         if not forward_only:
             strides = torch.empty(q_shape, device="meta").stride()

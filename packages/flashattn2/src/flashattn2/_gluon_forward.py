@@ -5,30 +5,24 @@ A work item is a tile of 128 query rows of one (batch, head), or 192 at head dim
 128: persistent, one program per multiprocessor; causal items are assigned on the host by
 :func:`causal_schedule`) and runs three partitions:
 
-- a loader (one warp, four with three consumers) brings an item's Q tile, then K and V tiles of 128 keys by TMA
-  into a two-slot ring (one slot at head dim 256); a persistent program has two Q buffers, so the next item's Q
-  arrives while the consumers finish this one, and its ring runs on from one item to the next;
-- two consumers, each its own partition: two warpgroups of 64 query rows each, or one of 64 rows beside an
-  8-warp consumer of 128 (three warpgroups: FlashAttention-3's head-dim-64 tile). Each runs ``S = Q K^T``, the
-  online softmax (base 2, the scale folded into the exponent's argument) and ``O += P V`` with P from registers
-  (from shared memory at head dim 256), then stores O by TMA and L.
-  At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``. At head dim
-  128 each consumer issues the next tile's S before this tile's P V and runs the
-  next softmax while P V does (FlashAttention-3's intra-warpgroup overlap).
+- a loader (one warp) brings an item's Q tile, then K and V tiles of 128 keys by TMA into a two-slot ring (one
+  slot at head dim 256); a persistent program has two Q buffers, so the next item's Q arrives while the consumers
+  finish this one, and its ring runs on from one item to the next;
+- two consumers, or three (FlashAttention-3's head-dim-64 tile), each one warpgroup of 64 query rows in a
+  partition of its own. Each runs ``S = Q K^T``, the online softmax (base 2, the scale folded into the
+  exponent's argument) and ``O += P V`` with P from registers (from shared memory at head dim 256), then stores
+  O by TMA and L. At head dim 64 the tensor cores also sum P's rows, as ``P @ ones``. At head dim 128 each
+  consumer issues the next tile's S before this tile's P V and runs the next softmax while P V does
+  (FlashAttention-3's intra-warpgroup overlap).
 
 Nothing keeps the warpgroups in step (they meet only on the ring's slots), so one's softmax runs while another's
 products use the tensor cores: the effect of FlashAttention-3's ping-pong scheduling (Shah et al. 2024,
-arXiv:2407.08608) without its ordering barriers. Gluon 3.6 puts a partition-wide ``bar.sync`` before each
-mbarrier wait and arrive, which would hold the 8-warp consumer's two warpgroups in step; with three consumers
-every consumer warp waits and arrives on its own, in inline PTX (:func:`_warp_wait`, :func:`_warp_arrive`) that
-reaches the barriers at the shared-memory offsets read from the compiled kernel (:func:`settle_barriers`). Causal
-items run the query tiles that see the most keys first, over a few (batch, head) pairs at a time, or over all of
-them where their K and V fit in half of L2. Where it runs: :func:`hopper_forward_applies`.
+arXiv:2407.08608) without its ordering barriers. Causal items run the query tiles that see the most keys first,
+over a few (batch, head) pairs at a time, or over all of them where their K and V fit in half of L2.
+Where it runs: :func:`hopper_forward_applies`.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import torch
 import triton
@@ -83,9 +77,7 @@ ALL_PAIRS_L2_SHARE = 1 / 2
 # head dim 128 from 4096 keys, 0.86-0.92x at 1024 and 2048, 0.96-1.01x at 64. At 256 a second Q buffer (64 KB)
 # does not fit beside the K/V ring (128 KB).
 PERSISTENT_MAX_HEAD_DIM = 128
-# The mbarrier arrays whose byte offsets in shared memory the three-consumer kernel takes as arguments, as they are
-# initialized: after q_bar, each array's barriers in turn (settle_barriers reads them from the PTX in this order).
-BARRIER_ARRAYS = ("q_bar", "q_empty", "k_ready", "v_ready", "k_empty", "v_empty")
+LOADER_WARPS = gl.constexpr(1)  # the loader partition: one warp issues every TMA copy
 
 
 @gluon.constexpr_function
@@ -102,17 +94,10 @@ def releases_k_first(head_dim):
 
 
 @gluon.constexpr_function
-def loader_warps(three_consumers):
-    """Warps of the loader's partition: one, or four beside three consumers (the arrangement v129 found that ptxas
-    compiles without serializing the products, benchmarks/NOTES.md)."""
-    return 4 if three_consumers else 1
-
-
-@gluon.constexpr_function
-def first_consumer_registers(three_consumers):
-    """Registers per thread of the first consumer's partition (the last consumer, the default partition, gets what
-    the workers leave of the register file). With three consumers the 8-warp first consumer takes 144 and leaves
-    the default 160; with 152 (144 left) the kernel took 0.98-1.05x the time (benchmarks/NOTES.md, v129, v149)."""
+def worker_consumer_registers(three_consumers):
+    """Registers per thread of each consumer but the last (the default partition, which gets what the workers leave
+    of the register file). With three consumers those two take 144 each; at 152 the kernel took 1.00-1.01x the
+    time (benchmarks/NOTES.md, v175)."""
     return 144 if three_consumers else 240
 
 
@@ -133,76 +118,23 @@ def persistent(head_dim):
 
 
 @gluon.constexpr_function
-def _accumulator_layout(columns, rows=BLOCK_M.value):
-    """The register layout of a product's fp32 accumulator of ``rows`` rows (BLOCK_M per warpgroup of the
-    consumer) and ``columns`` columns."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[rows // 16, 1], instr_shape=[16, columns, 16])
+def _accumulator_layout(columns):
+    """The register layout of a consumer's product's fp32 accumulator of BLOCK_M rows and ``columns`` columns."""
+    return gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[BLOCK_M.value // 16, 1], instr_shape=[16, columns, 16]
+    )
+
+
+@gluon.constexpr_function
+def consumers(three_consumers):
+    """Consumer warpgroups of a program."""
+    return 3 if three_consumers else 2
 
 
 @gluon.constexpr_function
 def item_rows(three_consumers):
     """Query rows of a work item: BLOCK_M per consumer warpgroup."""
-    return BLOCK_M.value * (3 if three_consumers else 2)
-
-
-@gluon.jit
-def _per_thread(value, WARPS: gl.constexpr):
-    """``value`` (int32) once in each thread of a partition of WARPS warps: an operand of per-thread inline PTX."""
-    return gl.full([32 * WARPS], value, gl.int32, gl.BlockedLayout([1], [32], [WARPS], [0]))
-
-
-@gluon.jit
-def _warp_wait(barrier_at, phase, WARPS: gl.constexpr):
-    """Each warp of the partition waits for the mbarrier at byte ``barrier_at`` of the kernel's shared memory to
-    complete phase ``phase``: Gluon's ``mbarrier.wait`` without the partition-wide ``bar.sync`` Gluon 3.6 puts
-    before it, so that the warpgroups of one partition do not move in step."""
-    gl.inline_asm_elementwise(
-        "{ .reg .pred done; .reg .b32 at; mov.b32 at, global_smem; add.u32 at, at, $1; "
-        "waitLoop: mbarrier.try_wait.parity.shared::cta.b64 done, [at], $2; @!done bra.uni waitLoop; "
-        "mov.b32 $0, 0; }",
-        "=r,r,r",
-        [_per_thread(barrier_at, WARPS), _per_thread(phase, WARPS)],
-        dtype=gl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@gluon.jit
-def _warp_arrive(barrier_at, WARPS: gl.constexpr):
-    """Lane 0 of each warp of the partition arrives on the mbarrier at byte ``barrier_at`` of the kernel's shared
-    memory, once the warp's lanes are done (one arrival per warp): Gluon's ``mbarrier.arrive`` is one arrival
-    per partition, after a partition-wide ``bar.sync``."""
-    gl.inline_asm_elementwise(
-        "{ .reg .pred first; .reg .b32 at, lane; mov.u32 lane, %laneid; setp.eq.u32 first, lane, 0; "
-        "mov.b32 at, global_smem; add.u32 at, at, $1; bar.warp.sync -1; "
-        "@first mbarrier.arrive.shared::cta.b64 _, [at]; mov.b32 $0, 0; }",
-        "=r,r",
-        [_per_thread(barrier_at, WARPS)],
-        dtype=gl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@gluon.jit
-def _wait_slot(barriers, first_at, slot, phase, WARPS: gl.constexpr, PER_WARP: gl.constexpr):
-    """Wait for barrier ``slot`` of ``barriers`` (the first of them at byte ``first_at`` of shared memory) to
-    complete phase ``phase``: each warp on its own (:func:`_warp_wait`) with PER_WARP, else Gluon's wait."""
-    if PER_WARP:
-        _warp_wait(first_at + 8 * slot, phase, WARPS)
-    else:
-        mbarrier.wait(barriers.index(slot), phase)
-
-
-@gluon.jit
-def _release_slot(barriers, first_at, slot, WARPS: gl.constexpr, PER_WARP: gl.constexpr):
-    """Arrive on barrier ``slot`` of ``barriers`` (the first of them at byte ``first_at``): once per warp
-    (:func:`_warp_arrive`) with PER_WARP, else once for the partition."""
-    if PER_WARP:
-        _warp_arrive(first_at + 8 * slot, WARPS)
-    else:
-        mbarrier.arrive(barriers.index(slot))
+    return BLOCK_M.value * consumers(three_consumers)
 
 
 @gluon.jit
@@ -249,25 +181,31 @@ def _item_at(t, schedule, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Query tile ``m_tile`` of (batch ``b``, head ``h``): its Q rows into Q buffer ``q_buffer`` of each consumer
-    (the first consumer's rows, then the last BLOCK_M, ready on ``q_bar``), then K and V of each key tile it
-    visits into the ring, from ring step ``base`` on (2 bytes per element). Returns the ring step after the
-    item's."""
-    q_descs, k_desc, v_desc, q_smems, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
-    q_first_desc, q_last_desc = q_descs
-    q_first, q_last = q_smems
+def _load_item(
+    loader_args,
+    b,
+    h,
+    m_tile,
+    q_buffer,
+    q_bar,
+    base,
+    CAUSAL: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    THREE_CONSUMERS: gl.constexpr,
+):
+    """Query tile ``m_tile`` of (batch ``b``, head ``h``): each consumer's BLOCK_M rows of Q into its tile of Q
+    buffer ``q_buffer`` (ready on ``q_bar``), then K and V of each key tile it visits into the ring, from ring step
+    ``base`` on (2 bytes per element). Returns the ring step after the item's."""
+    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, group, n_ctx = loader_args
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    FIRST_ROWS: gl.constexpr = q_first.shape[1]
-    ITEM_ROWS: gl.constexpr = FIRST_ROWS + BLOCK_M
+    CONSUMERS: gl.constexpr = consumers(THREE_CONSUMERS)
+    ITEM_ROWS: gl.constexpr = CONSUMERS * BLOCK_M
     hk = h // group
     mbarrier.expect(q_bar, ITEM_ROWS * HEAD_DIM * 2)
-    r0 = m_tile * ITEM_ROWS
-    q_rows = q_first.index(q_buffer).reshape([1, 1, FIRST_ROWS, HEAD_DIM])
-    tma_load(q_first_desc, [b, h, r0, 0], q_bar, q_rows)
-    q_rows = q_last.index(q_buffer).reshape([1, 1, BLOCK_M, HEAD_DIM])
-    tma_load(q_last_desc, [b, h, r0 + FIRST_ROWS, 0], q_bar, q_rows)
+    for c in gl.static_range(CONSUMERS):
+        q_rows = q_smem.index(q_buffer * CONSUMERS + c).reshape([1, 1, BLOCK_M, HEAD_DIM])
+        tma_load(q_desc, [b, h, m_tile * ITEM_ROWS + c * BLOCK_M, 0], q_bar, q_rows)
     n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N, ITEM_ROWS)
     for j in range(n_kv):
         slot = (base + j) % STAGES
@@ -292,7 +230,9 @@ def _load_item(loader_args, b, h, m_tile, q_buffer, q_bar, base, CAUSAL: gl.cons
 
 
 @gluon.jit
-def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr):
+def _loader(
+    loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, THREE_CONSUMERS: gl.constexpr
+):
     """The program's work items (``schedule``, see the kernel), each by :func:`_load_item`. A persistent program
     loads an item's Q into the Q buffer its item two before used, once the consumers have stored that item's O
     (on ``q_empty``), so that Q arrives while the consumers finish the item before."""
@@ -301,10 +241,12 @@ def _loader(loader_args, q_bar, q_empty, schedule, CAUSAL: gl.constexpr, HEAD_DI
         for t in range(_item_count(schedule, CAUSAL)):
             b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
             mbarrier.wait(q_empty.index(buf), q_phase ^ 1)
-            base = _load_item(loader_args, b, h, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM)
+            base = _load_item(
+                loader_args, b, h, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM, THREE_CONSUMERS
+            )
     else:  # one item
         b, h, m_tile = schedule
-        _load_item(loader_args, b, h, m_tile, 0, q_bar.index(0), 0, CAUSAL, HEAD_DIM)
+        _load_item(loader_args, b, h, m_tile, 0, q_bar.index(0), 0, CAUSAL, HEAD_DIM, THREE_CONSUMERS)
 
 
 @gluon.jit
@@ -342,52 +284,54 @@ def _steps_in_turn(
     n_kv,
     base,
     softmax_args,
-    barriers_at,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr,
-    PER_WARP_SYNC: gl.constexpr,
+    WAIT_IN_STEP: gl.constexpr,
 ):
     """The ``n_kv`` key tiles of one consumer's item, from ring step ``base`` on, each step's products in turn: S,
     its softmax, P V; a ring slot is released (on ``kv_empty``) once its P V is done. Returns O's unnormalized
-    accumulator (fp32, ``(ROWS, HEAD_DIM)``, ROWS the rows of ``q``), the row sums and row maxima (base 2) of P,
-    with every product complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as
-    :func:`_softmax` takes them. With PER_WARP_SYNC each warp waits and arrives on its own, on the barriers at
-    the byte offsets ``barriers_at`` (the first of q_empty, k_ready, v_ready and ``kv_empty``)."""
+    accumulator (fp32, ``(BLOCK_M, HEAD_DIM)``), the row sums and row maxima (base 2) of P, with every product
+    complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as :func:`_softmax` takes
+    them. A step's P V is waited for at the top of the next step, or with WAIT_IN_STEP before the loop goes round:
+    where two or more worker partitions issue products, ptxas serializes every product of the kernel (C7512) if one
+    is in flight across a loop's back edge (benchmarks/NOTES.md, v175); elsewhere the later wait took 0.98-0.99x
+    the time."""
     k_smem, v_smem, k_ready, v_ready = ring
-    _, k_ready_at, v_ready_at, kv_empty_at = barriers_at
     STAGES: gl.constexpr = k_smem.shape[0]
-    ROWS: gl.constexpr = q.shape[0]
-    WARPS: gl.constexpr = ROWS // 16
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N, ROWS)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM, ROWS)
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH, ROWS)
+    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH)
     p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q.dtype
     MMA_ROW_SUMS: gl.constexpr = HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM
 
-    zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
     if MMA_ROW_SUMS:  # running row sums, in ONES_WIDTH equal columns
-        l_i = warpgroup_mma_init(gl.zeros([ROWS, ONES_WIDTH], gl.float32, sums_layout))
+        l_i = gl.zeros([BLOCK_M, ONES_WIDTH], gl.float32, sums_layout)
     else:
-        l_i = gl.zeros([ROWS], gl.float32, row_layout)
-    acc = warpgroup_mma_init(gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout))
+        l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    if not WAIT_IN_STEP:  # the loop waits for them at its top
+        acc = warpgroup_mma_init(acc)
+        if MMA_ROW_SUMS:
+            l_i = warpgroup_mma_init(l_i)
     for j in range(n_kv):
         slot = (base + j) % STAGES
-        # The previous tile's P V (and row sums): its slot is free.
-        if MMA_ROW_SUMS:
-            acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
-        else:
-            acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+        if not WAIT_IN_STEP:  # the previous tile's P V (and row sums)
+            if MMA_ROW_SUMS:
+                acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+            else:
+                acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
         phase = ((base + j) // STAGES) & 1
-        if j > 0:
-            _release_slot(kv_empty, kv_empty_at, (base + j - 1) % STAGES, WARPS, PER_WARP_SYNC)
-        _wait_slot(k_ready, k_ready_at, slot, phase, WARPS, PER_WARP_SYNC)
+        if j > 0:  # the previous tile's slot is free
+            mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
+        mbarrier.wait(k_ready.index(slot), phase)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_wait(num_outstanding=0, deps=(s,))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
@@ -400,15 +344,22 @@ def _steps_in_turn(
         if MMA_ROW_SUMS:
             p_sums = gl.convert_layout(p.to(dtype), p_sums_layout)
             l_i = warpgroup_mma(p_sums, ones_smem.permute((1, 0)), l_i, is_async=True)
-        _wait_slot(v_ready, v_ready_at, slot, phase, WARPS, PER_WARP_SYNC)
+        mbarrier.wait(v_ready.index(slot), phase)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        if WAIT_IN_STEP:
+            if MMA_ROW_SUMS:
+                acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+            else:
+                acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+    if not WAIT_IN_STEP:
+        if MMA_ROW_SUMS:
+            acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+        else:
+            acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
     if MMA_ROW_SUMS:
-        acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
-    else:
-        acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
     # the last slot, free for a next item
-    _release_slot(kv_empty, kv_empty_at, (base + n_kv - 1) % STAGES, WARPS, PER_WARP_SYNC)
+    mbarrier.arrive(kv_empty.index((base + n_kv - 1) % STAGES))
     return acc, l_i, m_i
 
 
@@ -528,8 +479,7 @@ def _steps_p_shared(
 
 @gluon.jit
 def _consume_item(
-    consumer_args,
-    o_desc,
+    item_args,
     q,
     q_bar,
     q_phase,
@@ -540,15 +490,16 @@ def _consume_item(
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    ROW_OFFSET: gl.constexpr,
+    INDEX: gl.constexpr,
     THREE_CONSUMERS: gl.constexpr,
 ):
-    """Query rows ``[m_tile * ITEM_ROWS + ROW_OFFSET, +ROWS)`` of (batch ``b``, head ``h``), ROWS those of their
-    Q tile ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA with
-    ``o_desc``, through ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store
-    has read ``q``. ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
+    """Consumer INDEX's BLOCK_M query rows of query tile ``m_tile`` of (batch ``b``, head ``h``), whose Q tile is
+    ``q`` (ready on ``q_bar`` in phase ``q_phase``), key tiles from ring step ``base`` on: O (by TMA, through
+    ``q``'s buffer) and L (natural log). Returns the ring step after the item's, once O's store has read ``q``.
+    ``item_args``: the kernel's run-time arguments, named where unpacked."""
     (
         lse_ptr,
+        o_desc,
         operand_smem,
         k_smem,
         v_smem,
@@ -559,17 +510,15 @@ def _consume_item(
         heads,
         n_ctx,
         qk_scale_log2,
-        barriers_at,
-    ) = consumer_args
+    ) = item_args
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    ROWS: gl.constexpr = q.shape[0]
     ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N, ROWS)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM, ROWS)
+    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     dtype: gl.constexpr = q.dtype
 
-    r0 = m_tile * ITEM_ROWS + ROW_OFFSET
-    rows = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    r0 = m_tile * ITEM_ROWS + INDEX * BLOCK_M
+    rows = r0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     n_kv = _key_tiles(m_tile, n_ctx, CAUSAL, BLOCK_N, ITEM_ROWS)
     # Key tiles from here on need a mask: those that cross these rows' diagonal, and the ragged last one.
@@ -578,7 +527,7 @@ def _consume_item(
     ring = (k_smem, v_smem, k_ready, v_ready)
     softmax_args = (rows, offs_n, masked_from, n_ctx, qk_scale_log2)
     if HEAD_DIM >= P_SHARED_HEAD_DIM:
-        p_smem = operand_smem.index(ROW_OFFSET // BLOCK_M)
+        p_smem = operand_smem.index(INDEX)
         acc, l_i, m_i = _steps_p_shared(
             q, ring, k_empty, v_empty, p_smem, n_kv, base, softmax_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, BLOCK_N
         )
@@ -595,19 +544,18 @@ def _consume_item(
             n_kv,
             base,
             softmax_args,
-            barriers_at,
             CAUSAL,
             NEGATIVE_SCALE,
             HEAD_DIM,
             BLOCK_N,
-            THREE_CONSUMERS,
+            THREE_CONSUMERS,  # two worker partitions issue products
         )
     gl.store(lse_ptr + (b * heads + h) * n_ctx + rows, m_i * LN_2 + gl.log(l_i), mask=rows < n_ctx)
     o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
     o_smem = q  # every S of this consumer is done: its Q tile is free
     o_smem.store(o.to(dtype))
     fence_async_shared()
-    tma_store(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, ROWS, HEAD_DIM]))
+    tma_store(o_desc, [b, h, r0, 0], o_smem.reshape([1, 1, BLOCK_M, HEAD_DIM]))
     tma.store_wait(pendings=0)
     return base + n_kv
 
@@ -615,29 +563,24 @@ def _consume_item(
 @gluon.jit
 def _consumer(
     consumer_args,
-    o_desc,
-    q_smem,
-    q_bar,
-    q_empty,
-    schedule,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
-    ROW_OFFSET: gl.constexpr,
+    INDEX: gl.constexpr,
     THREE_CONSUMERS: gl.constexpr,
 ):
-    """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: this consumer's
-    rows of each, from ROW_OFFSET on, their Q tiles in ``q_smem`` (one per Q buffer). A persistent program
-    releases an item's Q buffer (on ``q_empty``) once its O is stored; with three consumers each warp arrives
-    on its own (:func:`_warp_arrive`)."""
+    """The program's work items (``schedule``, see the kernel), each by :func:`_consume_item`: consumer INDEX's
+    rows of each, its Q tile of each Q buffer in ``q_smem``. A persistent program releases an item's Q buffer (on
+    ``q_empty``) once its O is stored. ``consumer_args``: ``_consume_item``'s arguments, then those named here."""
+    item_args, q_smem, q_bar, q_empty, schedule = consumer_args
+    CONSUMERS: gl.constexpr = consumers(THREE_CONSUMERS)
     if persistent(HEAD_DIM):
         base = 0
         for t in range(_item_count(schedule, CAUSAL)):
             b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
             base = _consume_item(
-                consumer_args,
-                o_desc,
-                q_smem.index(buf),
+                item_args,
+                q_smem.index(buf * CONSUMERS + INDEX),
                 q_bar.index(buf),
                 q_phase,
                 b,
@@ -647,18 +590,15 @@ def _consumer(
                 CAUSAL,
                 NEGATIVE_SCALE,
                 HEAD_DIM,
-                ROW_OFFSET,
+                INDEX,
                 THREE_CONSUMERS,
             )
-            q_empty_at = consumer_args[-1][0]
-            _release_slot(q_empty, q_empty_at, buf, q_smem.shape[1] // 16, THREE_CONSUMERS)
+            mbarrier.arrive(q_empty.index(buf))
     else:  # one item
         b, h, m_tile = schedule
-        q = q_smem.index(0)
         _consume_item(
-            consumer_args,
-            o_desc,
-            q,
+            item_args,
+            q_smem.index(INDEX),
             q_bar.index(0),
             0,
             b,
@@ -668,19 +608,17 @@ def _consumer(
             CAUSAL,
             NEGATIVE_SCALE,
             HEAD_DIM,
-            ROW_OFFSET,
-            False,
+            INDEX,
+            THREE_CONSUMERS,
         )
 
 
-@gluon.jit(do_not_specialize=["q_empty_at", "k_ready_at", "v_ready_at", "v_empty_at"])
+@gluon.jit
 def _hopper_forward_kernel(
-    q_first_desc,
-    q_last_desc,
+    q_desc,
     k_desc,
     v_desc,
-    o_first_desc,
-    o_last_desc,
+    o_desc,
     lse_ptr,
     schedule_table,
     items,
@@ -689,10 +627,6 @@ def _hopper_forward_kernel(
     n_ctx,
     head_group,
     qk_scale_log2,
-    q_empty_at,
-    k_ready_at,
-    v_ready_at,
-    v_empty_at,
     CAUSAL: gl.constexpr,
     NEGATIVE_SCALE: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -700,12 +634,10 @@ def _hopper_forward_kernel(
     THREE_CONSUMERS: gl.constexpr,
 ):
     # A work item is a query tile of ITEM_ROWS rows of a (batch, head); items are numbered by (batch, head) and
-    # then by query tile, or causal ones in their launch order (_launch_order_item). The first consumer takes an
-    # item's first FIRST_ROWS rows, the last consumer its last BLOCK_M; q_first_desc and o_first_desc move
-    # FIRST_ROWS rows, q_last_desc and o_last_desc BLOCK_M. q_empty_at ... v_empty_at: the byte offsets in shared
-    # memory of those mbarrier arrays, as compiled (settle_barriers); only three consumers read them.
+    # then by query tile, or causal ones in their launch order (_launch_order_item). Consumer i takes rows
+    # [i * BLOCK_M, +BLOCK_M) of an item; q_desc and o_desc move BLOCK_M rows.
     ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
-    FIRST_ROWS: gl.constexpr = ITEM_ROWS - BLOCK_M
+    CONSUMERS: gl.constexpr = consumers(THREE_CONSUMERS)
     q_tiles = gl.cdiv(n_ctx, ITEM_ROWS)
     pid = gl.program_id(0)
     if persistent(HEAD_DIM):
@@ -723,12 +655,11 @@ def _hopper_forward_kernel(
     Q_BUFFERS: gl.constexpr = 2 if persistent(HEAD_DIM) else 1
     # three consumers: the head-dim-64 steps (_steps_in_turn), in persistent programs (two Q buffers)
     gl.static_assert(not THREE_CONSUMERS or HEAD_DIM <= MMA_ROW_SUMS_MAX_HEAD_DIM)
-    dtype: gl.constexpr = q_first_desc.dtype
-    q_first_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([FIRST_ROWS, HEAD_DIM], dtype)
-    q_last_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    dtype: gl.constexpr = q_desc.dtype
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    q_first = gl.allocate_shared_memory(dtype, [Q_BUFFERS, FIRST_ROWS, HEAD_DIM], q_first_layout)
-    q_last = gl.allocate_shared_memory(dtype, [Q_BUFFERS, BLOCK_M, HEAD_DIM], q_last_layout)
+    # Q buffer i's tile for consumer c: q_smem.index(i * CONSUMERS + c)
+    q_smem = gl.allocate_shared_memory(dtype, [Q_BUFFERS * CONSUMERS, BLOCK_M, HEAD_DIM], q_layout)
     STAGES: gl.constexpr = ring_slots(HEAD_DIM)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
@@ -738,9 +669,7 @@ def _hopper_forward_kernel(
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    # Arrivals that free a buffer: one per consumer, or with three consumers one per consumer warp. The inits run
-    # in BARRIER_ARRAYS' order.
-    RELEASES: gl.constexpr = 3 * NUM_WARPS if THREE_CONSUMERS else 2
+    RELEASES: gl.constexpr = CONSUMERS  # arrivals that free a buffer: one per consumer
     for i in gl.static_range(Q_BUFFERS):
         mbarrier.init(q_bar.index(i), count=1)
     for i in gl.static_range(Q_BUFFERS):
@@ -767,8 +696,9 @@ def _hopper_forward_kernel(
     fence_async_shared()
     # Arguments shared by partitions that differ only in a constexpr, packed once. The constexprs are passed
     # beside the tuple: Gluon 3.6 hands a tuple built in the kernel to the partitions as run-time values.
-    consumer_args = (
+    item_args = (
         lse_ptr,
+        o_desc,
         operand_smem,
         k_smem,
         v_smem,
@@ -779,13 +709,13 @@ def _hopper_forward_kernel(
         heads,
         n_ctx,
         qk_scale_log2,
-        (q_empty_at, k_ready_at, v_ready_at, v_empty_at),
     )
+    consumer_args = (item_args, q_smem, q_bar, q_empty, schedule)
     loader_args = (
-        (q_first_desc, q_last_desc),
+        q_desc,
         k_desc,
         v_desc,
-        (q_first, q_last),
+        q_smem,
         k_smem,
         v_smem,
         k_ready,
@@ -795,47 +725,28 @@ def _hopper_forward_kernel(
         group,
         n_ctx,
     )
-    # The last consumer (one warpgroup) is the default partition, the first (one or two) and the loader are
-    # workers: with an 8-warp consumer as the default partition ptxas serializes the products (v129).
-    gl.warp_specialize(
-        [
-            (
-                _consumer,
-                (
-                    consumer_args,
-                    o_last_desc,
-                    q_last,
-                    q_bar,
-                    q_empty,
-                    schedule,
-                    CAUSAL,
-                    NEGATIVE_SCALE,
-                    HEAD_DIM,
-                    FIRST_ROWS,
-                    THREE_CONSUMERS,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    consumer_args,
-                    o_first_desc,
-                    q_first,
-                    q_bar,
-                    q_empty,
-                    schedule,
-                    CAUSAL,
-                    NEGATIVE_SCALE,
-                    HEAD_DIM,
-                    0,
-                    THREE_CONSUMERS,
-                ),
-            ),
-            (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM)),
-        ],
-        [FIRST_ROWS // 16, loader_warps(THREE_CONSUMERS)],  # warps of the workers: the first consumer, the loader
-        [first_consumer_registers(THREE_CONSUMERS), loader_registers(HEAD_DIM)],  # registers per thread of those
-    )
+    # The last consumer is the default partition; the others and the loader are workers.
+    if THREE_CONSUMERS:
+        gl.warp_specialize(
+            [
+                (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 2, True)),
+                (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0, True)),
+                (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1, True)),
+                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM, THREE_CONSUMERS)),
+            ],
+            [NUM_WARPS, NUM_WARPS, LOADER_WARPS],  # warps of the workers
+            [worker_consumer_registers(True), worker_consumer_registers(True), loader_registers(HEAD_DIM)],
+        )
+    else:
+        gl.warp_specialize(
+            [
+                (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 1, False)),
+                (_consumer, (consumer_args, CAUSAL, NEGATIVE_SCALE, HEAD_DIM, 0, False)),
+                (_loader, (loader_args, q_bar, q_empty, schedule, CAUSAL, HEAD_DIM, THREE_CONSUMERS)),
+            ],
+            [NUM_WARPS, LOADER_WARPS],  # warps of the workers
+            [worker_consumer_registers(False), loader_registers(HEAD_DIM)],  # registers per thread of those
+        )
 
 
 # Where the kernel is faster than the Triton kernel (benchmarks/hopper_kernels.py --kernel forward, NOTES v41, v66, v69,
@@ -911,24 +822,6 @@ def causal_schedule(
     return _hopper.deal_in_order(map(cost, range(items)), programs)
 
 
-def settle_barriers(kernel, scalars: tuple) -> tuple:
-    """The launch scalars of a compiled three-consumer kernel: ``scalars`` with the last four set to the byte
-    offsets in shared memory of its q_empty, k_ready, v_ready and v_empty barriers, as its PTX initializes them
-    (:func:`flashattn2._hopper.mbarrier_offsets`, in BARRIER_ARRAYS' order): the consumers reach them from inline
-    PTX (:func:`_warp_wait`, :func:`_warp_arrive`)."""
-    offsets = _hopper.mbarrier_offsets(kernel.asm["ptx"])
-    q_buffers, stages = 2, ring_slots(64)  # a persistent head-dim-64 kernel's
-    sizes = [q_buffers, q_buffers, stages, stages, stages, stages]
-    if len(offsets) != sum(sizes):
-        raise RuntimeError(f"flashattn2: the Hopper forward initializes {len(offsets)} mbarriers, not {sum(sizes)}")
-    first = dict(zip(BARRIER_ARRAYS, itertools.accumulate(sizes, initial=0)))
-    for name, size in zip(BARRIER_ARRAYS, sizes):
-        array = offsets[first[name] : first[name] + size]
-        if array != list(range(array[0], array[0] + 8 * size, 8)):
-            raise RuntimeError(f"flashattn2: the Hopper forward's {name} barriers are not adjacent: {array}")
-    return (*scalars[:-4], *(offsets[first[name]] for name in ("q_empty", "k_ready", "v_ready", "v_empty")))
-
-
 class HopperForward:
     """``forward(q, k, v, out, lse)``: fills out and lse for one layout.
 
@@ -961,8 +854,7 @@ class HopperForward:
         self.kernel = CompiledLaunch(
             _hopper_forward_kernel,
             (*self.grid, 1, 1),
-            # the last four, the barriers' offsets, are settled once compiled (settle_barriers)
-            (self.items, heads, heads // k_shape[1], n, self.head_group, softmax_scale * LOG2_E, 0, 0, 0, 0),
+            (self.items, heads, heads // k_shape[1], n, self.head_group, softmax_scale * LOG2_E),
             {
                 "CAUSAL": causal,
                 "NEGATIVE_SCALE": softmax_scale < 0,
@@ -973,29 +865,23 @@ class HopperForward:
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(rows, block_n, NUM_WARPS.value, 1),
             device,
-            settle=settle_barriers if self.three_consumers else None,
         )
         element = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
-        first_block = [1, 1, rows - BLOCK_M.value, head_dim]
-        last_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, block_n, head_dim]
-        first_layout = gl.NVMMASharedLayout.get_default_for(first_block, element)
-        last_layout = gl.NVMMASharedLayout.get_default_for(last_block, element)
+        rows_block, kv_block = [1, 1, BLOCK_M.value, head_dim], [1, 1, block_n, head_dim]
+        rows_layout = gl.NVMMASharedLayout.get_default_for(rows_block, element)
         kv_layout = gl.NVMMASharedLayout.get_default_for(kv_block, element)
-        # of q and out: the first consumer's rows, then the last BLOCK_M (the same block with two consumers)
-        self.q_descriptors = (TmaDescriptor(first_block, first_layout), TmaDescriptor(last_block, last_layout))
-        self.out_descriptors = (TmaDescriptor(first_block, first_layout), TmaDescriptor(last_block, last_layout))
-        self.kv_descriptors = (TmaDescriptor(kv_block, kv_layout), TmaDescriptor(kv_block, kv_layout))
+        # q, k, v and out: a consumer's rows of q and out, a key tile of k and v
+        self.descriptors = (
+            TmaDescriptor(rows_block, rows_layout),
+            TmaDescriptor(kv_block, kv_layout),
+            TmaDescriptor(kv_block, kv_layout),
+            TmaDescriptor(rows_block, rows_layout),
+        )
         self.launched = False  # set once a call has compiled and launched the kernel
 
     def __call__(self, q, k, v, out, lse) -> None:
         if self.schedule_device is None:
             self.schedule_device = _hopper.schedule_tensor(self.schedule_table, q.device)
-        (describe_q, describe_q_last), (describe_k, describe_v) = self.q_descriptors, self.kv_descriptors
-        describe_out, describe_out_last = self.out_descriptors
-        q_first, out_first = describe_q(q), describe_out(out)
-        if self.three_consumers:
-            q_last, out_last = describe_q_last(q), describe_out_last(out)
-        else:
-            q_last, out_last = q_first, out_first
-        self.kernel(q_first, q_last, describe_k(k), describe_v(v), out_first, out_last, lse, self.schedule_device)
+        describe_q, describe_k, describe_v, describe_out = self.descriptors
+        self.kernel(describe_q(q), describe_k(k), describe_v(v), describe_out(out), lse, self.schedule_device)
         self.launched = True

@@ -15,7 +15,6 @@ import heapq
 import importlib
 import itertools
 import os
-import re
 import warnings
 from collections.abc import Iterable
 
@@ -152,27 +151,6 @@ def usable_multiprocessors(device: torch.device) -> int:
     except ValueError:  # not a number: MPS would refuse it; assume the least
         share = 0.0
     return int(multiprocessors(device) * share)
-
-
-def mbarrier_offsets(ptx: str) -> list[int]:
-    """The byte offsets in Triton's shared memory (the PTX symbol ``global_smem``) of the mbarriers that a compiled
-    kernel's PTX initializes, in the PTX's order (the kernel's program order), for kernels that also reach their
-    barriers from inline PTX. Raises ``RuntimeError`` where an init's address is not ``global_smem`` plus a
-    constant."""
-    offsets = []
-    for init in re.finditer(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[(%r\d+)(?:\+(\d+))?\]", ptx):
-        register, displacement = init.group(1), int(init.group(2) or 0)
-        before = ptx[: init.start()]
-        reg = re.escape(register)
-        defined = re.findall(rf"add\.[su]32\s+{reg},\s*(%r\d+),\s*(\d+);|mov\.[bu]32\s+{reg},\s*(\w+);", before)
-        base, offset, symbol = defined[-1] if defined else ("", "0", "")
-        if symbol == "global_smem":
-            offsets.append(displacement)
-        elif base and re.search(rf"mov\.[bu]32\s+{re.escape(base)},\s*global_smem;", before):
-            offsets.append(int(offset) + displacement)
-        else:
-            raise RuntimeError(f"flashattn2: a kernel's mbarrier ({register}) is not at global_smem plus a constant")
-    return offsets
 
 
 def run_or_give_up(kind: str, launcher, *args) -> bool:

@@ -242,9 +242,6 @@ class CompiledLaunch:
             capability 9.0 and later): the kernel may start once every program of the
             previous one has run ``griddepcontrol.launch_dependents``, and must itself
             wait for what it reads of the previous kernel's results.
-        settle: for a kernel that takes facts of its own compiled form as scalars (which
-            it must not be specialized on): ``settle(compiled_kernel, scalars)`` returns the
-            scalars to launch it with. The first call compiles, settles, then launches.
 
     Under Triton's interpreter every call goes through the interpreter.
     """
@@ -259,10 +256,9 @@ class CompiledLaunch:
         device: torch.device,
         *,
         launch_pdl: bool = False,
-        settle: Callable[[object, tuple], tuple] | None = None,
     ) -> None:
         self.fn, self.grid, self.scalars, self.constexprs, self.tile = fn, grid, scalars, constexprs, tile
-        self.launch_pdl, self.settle = launch_pdl, settle
+        self.launch_pdl = launch_pdl
         self.device, self.device_index = device, device.index
         self.trailing = (*scalars, *constexprs.values())
         self.kernel = None
@@ -303,10 +299,6 @@ class CompiledLaunch:
                 if process == os.getpid():  # a forked child would wait for its parent's thread forever
                     wait_for((future,))  # then the JIT finds the kernel in its cache
                 self.compiling = None
-            if self.settle is not None and not KERNELS_INTERPRETED:
-                compiled = self.fn.warmup(*tensors, *self.scalars, **self.constexprs, **self._options(), grid=self.grid)
-                self.scalars = self.settle(compiled, self.scalars)
-                self.trailing = (*self.scalars, *self.constexprs.values())
             kernel = self.fn[self.grid](*tensors, *self.scalars, **self.constexprs, **self._options())
             if not KERNELS_INTERPRETED:
                 self.kernel, self.direct = kernel, direct_launch(kernel)
