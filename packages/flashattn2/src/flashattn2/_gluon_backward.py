@@ -73,12 +73,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     tma,
     warpgroup_mma,
     warpgroup_mma_init,
+    warpgroup_mma_wait,
 )
 from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, reinterpret, tma_load, tma_store, warpgroup_wait, zero_at_run_time
+from flashattn2._gluon_common import one_of, reinterpret, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, allocator
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
@@ -579,7 +580,7 @@ def _consume_item(
                     # S^T and dP^T (keys x queries), issued back to back
                     st = warpgroup_mma(k_a, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
                     dpt = warpgroup_mma(v_a, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                    st = warpgroup_wait(num_outstanding=1, deps=(st,))
+                    st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
                     if LATE_ROW_LOADS:
                         lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
                     pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
@@ -593,7 +594,7 @@ def _consume_item(
                         if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
                             pt = gl.where(key_ok[:, None], pt, 0.0)
                     pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
-                    dpt = warpgroup_wait(num_outstanding=0, deps=(dpt,))
+                    dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                     if LATE_ROW_LOADS:
                         delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
                     dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
@@ -613,7 +614,7 @@ def _consume_item(
                 ds_t = ds_smem.index(slot)
                 ds_dq = _part(ds_t, _dq_row(WARPGROUP, HEAD_DIM) // SUB_M, SUB_M, 1).permute((1, 0))  # its dS
                 dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
-                dq = warpgroup_wait(num_outstanding=0, deps=(dq,))
+                dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
                 mbarrier.arrive(ds_free.index(slot))
                 mbarrier.arrive(q_empty.index(slot))
                 buf = it % 2
@@ -622,8 +623,8 @@ def _consume_item(
                 dq_smem.index(2 * buf + WARPGROUP).store(dq * softmax_scale)
                 mbarrier.arrive(dq_full.index(buf))
                 it += 1
-    dk = warpgroup_wait(num_outstanding=0, deps=(dk,))
-    dv = warpgroup_wait(num_outstanding=0, deps=(dv,))
+    dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
+    dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     first_key = n * BLOCK_N + WARPGROUP * KEYS
     if CAUSAL:  # dK and dV from registers, once the products have read K and V
         mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
@@ -733,7 +734,7 @@ def _consume_item_halves(
                 dpt = warpgroup_mma(do_t, v_half.permute((1, 0)), zero_s, use_acc=False, is_async=True)
                 queries = j * BLOCK_M + offs_row
                 lse2 = _tile_rows(ld_smem, 0, 0, 0, row_layout)
-                st = warpgroup_wait(num_outstanding=1, deps=(st,))
+                st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
                 p = gl.exp2(st * qk_scale_log2 - lse2[:, None])
                 # Masked after the exponent: a score of -inf times a negative scale would be +inf.
                 if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
@@ -743,7 +744,7 @@ def _consume_item_halves(
                     if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
                         p = gl.where(key_ok[None, :], p, 0.0)
                 delta = _tile_rows(ld_smem, 0, 1, 0, row_layout)
-                dpt = warpgroup_wait(num_outstanding=0, deps=(dpt,))
+                dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                 ds = p * (dpt - delta[:, None])
                 mbarrier.wait(ds_free.index(0), ring ^ 1)  # both warpgroups' last products have read them
                 pt.slice(WARPGROUP * HALF, HALF).store(gl.permute(p.to(pt.dtype), (1, 0)))  # its keys' rows
@@ -761,9 +762,9 @@ def _consume_item_halves(
                 dq0 = warpgroup_mma(ds_a, k_dq0, zero_dq, use_acc=False, is_async=True)
                 dq1 = warpgroup_mma(ds_a, k_dq1, zero_dq, use_acc=False, is_async=True)
                 # dV and dK have read Q and dO: the next tile's load while the dQ products run
-                dq0, dq1 = warpgroup_wait(num_outstanding=2, deps=(dq0, dq1))  # all but the last two products
+                dq0, dq1 = warpgroup_mma_wait(num_outstanding=2, deps=(dq0, dq1))  # all but the last two products
                 mbarrier.arrive(q_empty.index(0))
-                dq0, dq1 = warpgroup_wait(num_outstanding=0, deps=(dq0, dq1))
+                dq0, dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq0, dq1))
                 mbarrier.arrive(ds_free.index(0))
                 mbarrier.wait(dq_empty.index(0), ring ^ 1)
                 # the writer fences these stores for the TMA unit once dq_full says they are done
@@ -771,8 +772,8 @@ def _consume_item_halves(
                 dq_smem.index(2 * WARPGROUP + 1).store(dq1 * softmax_scale)
                 mbarrier.arrive(dq_full.index(0))
                 it += 1
-    dk = warpgroup_wait(num_outstanding=0, deps=(dk,))
-    dv = warpgroup_wait(num_outstanding=0, deps=(dv,))
+    dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
+    dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
     _store_dk_dv_from_registers(
         dk * softmax_scale,

@@ -3,7 +3,6 @@
 - :func:`zero_at_run_time` and :func:`one_of`: shared memory addressed afresh in each iteration of a loop, so that
   ptxas does not hoist the warpgroup products' shared-memory descriptors out of it and spill them.
 - :data:`tma_load`, :data:`tma_store` and :func:`reinterpret`: Gluon operations under the names of the running Triton.
-- :func:`warpgroup_wait`: the wait for a warpgroup's own products, in every release.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language._core import builtin
-from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import tma
 
 # Gluon's TMA copies are tma.async_load and tma.async_store from Triton 3.8 (3.9 removed the names 3.6 and 3.7 have,
 # which 3.8 keeps as aliases of the new ones).
@@ -25,21 +24,6 @@ def reinterpret(smem, dtype, shape, layout, _semantic=None):
     ``reinterpret`` from Triton 3.9, ``_reinterpret`` before."""
     view = getattr(smem, "reinterpret", None) or smem._reinterpret
     return view(dtype, shape, layout, _semantic=_semantic)
-
-
-@builtin
-def warpgroup_wait(num_outstanding, deps, _semantic=None):
-    """``deps`` (the accumulators of this warpgroup's products, and tensors to keep alive) once at most
-    ``num_outstanding`` of the warpgroup's products are in flight: Gluon's ``warpgroup_mma_wait``, marked
-    warp-group local. From Triton 3.9 a wait in a partition of more than four warps otherwise also waits for the
-    other warpgroups' products, through a barrier across the partition (triton-lang/triton PR 11056), which holds
-    the warpgroups of the three-consumer forward's 8-warp consumer in step (benchmarks/NOTES.md, v149, v166).
-    Before 3.9 every wait is local and the mark is ignored. Shared memory the warpgroups share is guarded by
-    mbarriers and by the barriers Triton's analysis inserts, not by the wait."""
-    results = warpgroup_mma_wait(num_outstanding, deps, _semantic=_semantic)
-    first = results if len(deps) == 1 else results[0]
-    first.handle.set_attr("warpGroupLocal", _semantic.builder.get_unit_attr())
-    return results
 
 
 @gluon.jit

@@ -34,11 +34,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     tma,
     warpgroup_mma,
     warpgroup_mma_init,
+    warpgroup_mma_wait,
 )
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, tma_load, tma_store, warpgroup_wait, zero_at_run_time
+from flashattn2._gluon_common import one_of, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, heaviest_first
@@ -325,15 +326,15 @@ def _steps_in_turn(
         slot = (base + j) % STAGES
         if not WAIT_IN_STEP:  # the previous tile's P V (and row sums)
             if MMA_ROW_SUMS:
-                acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+                acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
             else:
-                acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         phase = ((base + j) // STAGES) & 1
         if j > 0:  # the previous tile's slot is free
             mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
         mbarrier.wait(k_ready.index(slot), phase)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s = warpgroup_wait(num_outstanding=0, deps=(s,))
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
         if MMA_ROW_SUMS:
             l_i = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, sums_layout))[:, None]
@@ -348,14 +349,14 @@ def _steps_in_turn(
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
         if WAIT_IN_STEP:
             if MMA_ROW_SUMS:
-                acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+                acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
             else:
-                acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if not WAIT_IN_STEP:
         if MMA_ROW_SUMS:
-            acc, l_i = warpgroup_wait(num_outstanding=0, deps=(acc, l_i))
+            acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
         else:
-            acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if MMA_ROW_SUMS:
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     # the last slot, free for a next item
@@ -391,7 +392,7 @@ def _steps_overlapped(
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(k_ready.index(base % STAGES), (base // STAGES) & 1)
     s = warpgroup_mma(q, k_smem.index(base % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    s = warpgroup_wait(num_outstanding=0, deps=(s,))
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(base % STAGES))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     p, alpha, m_i = _softmax(s, 0, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
@@ -407,20 +408,20 @@ def _steps_overlapped(
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
         mbarrier.wait(v_ready.index(slot), ((base + j) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-        s = warpgroup_wait(num_outstanding=1, deps=(s,))  # S done, P V still running
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S done, P V still running
         mbarrier.arrive(k_empty.index(nxt))
         p, alpha, m_i = _softmax(s, j + 1, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
         l_i = l_i * alpha + gl.sum(p, 1)
         p_next = gl.convert_layout(p.to(dtype), p_layout)
         # P's registers stay live until P V is done.
-        acc, p_op = warpgroup_wait(num_outstanding=0, deps=(acc, p_op))
+        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
         mbarrier.arrive(v_empty.index(slot))
         p_op = p_next
     slot = (base + n_kv - 1) % STAGES
     acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
     mbarrier.wait(v_ready.index(slot), ((base + n_kv - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-    acc = warpgroup_wait(num_outstanding=0, deps=(acc,))
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     mbarrier.arrive(v_empty.index(slot))  # the last V slot, free for a next item
     return acc, l_i, m_i
 
@@ -463,7 +464,7 @@ def _steps_p_shared(
         mbarrier.wait(k_ready.index(slot), phase)
         q_step = one_of(q).index(fresh)
         s = warpgroup_mma(q_step, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s = warpgroup_wait(num_outstanding=0, deps=(s,))
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot))
         p, alpha, m_i = _softmax(s, j, m_i, softmax_args, CAUSAL, NEGATIVE_SCALE, BLOCK_N)
         l_i = l_i * alpha + gl.sum(p, 1)
@@ -472,7 +473,7 @@ def _steps_p_shared(
         fence_async_shared()
         mbarrier.wait(v_ready.index(slot), phase)
         acc = warpgroup_mma(p_smem, v_smem.index(slot), acc, is_async=True)
-        acc = warpgroup_wait(num_outstanding=0, deps=(acc,))  # P's tile is free for the next step
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))  # P's tile is free for the next step
         mbarrier.arrive(v_empty.index(slot))
     return acc, l_i, m_i
 
