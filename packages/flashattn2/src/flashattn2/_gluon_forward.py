@@ -242,9 +242,7 @@ def _loader(
         for t in range(_item_count(schedule, CAUSAL)):
             b, h, m_tile, buf, q_phase = _item_at(t, schedule, CAUSAL)
             mbarrier.wait(q_empty.index(buf), q_phase ^ 1)
-            base = _load_item(
-                loader_args, b, h, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM, THREE_CONSUMERS
-            )
+            base = _load_item(loader_args, b, h, m_tile, buf, q_bar.index(buf), base, CAUSAL, HEAD_DIM, THREE_CONSUMERS)
     else:  # one item
         b, h, m_tile = schedule
         _load_item(loader_args, b, h, m_tile, 0, q_bar.index(0), 0, CAUSAL, HEAD_DIM, THREE_CONSUMERS)
