@@ -97,8 +97,8 @@ def releases_k_first(head_dim):
 @gluon.constexpr_function
 def worker_consumer_registers(three_consumers):
     """Registers per thread of each consumer but the last (the default partition, which gets what the workers leave
-    of the register file). With three consumers those two take 144 each; at 152 the kernel took 1.00-1.01x the
-    time (benchmarks/NOTES.md, v175)."""
+    of the register file). With three consumers those two take 144 each; at 152 the kernel took 0.99-1.02x the
+    time at five shapes (benchmarks/NOTES.md, v175)."""
     return 144 if three_consumers else 240
 
 
@@ -295,8 +295,8 @@ def _steps_in_turn(
     complete. ``ring``: the K and V tiles and their ready barriers; ``softmax_args``: as :func:`_softmax` takes
     them. A step's P V is waited for at the top of the next step, or with WAIT_IN_STEP before the loop goes round:
     where two or more worker partitions issue products, ptxas serializes every product of the kernel (C7512) if one
-    is in flight across a loop's back edge (benchmarks/NOTES.md, v175); elsewhere the later wait took 0.98-0.99x
-    the time."""
+    is in flight across a loop's back edge (benchmarks/NOTES.md, v175). Elsewhere waiting at the top took 0.97-0.99x
+    the time of waiting before the back edge (v175, v176)."""
     k_smem, v_smem, k_ready, v_ready = ring
     STAGES: gl.constexpr = k_smem.shape[0]
     s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
