@@ -275,6 +275,17 @@ def _softmax(s, j, m_i, softmax_args, CAUSAL: gl.constexpr, NEGATIVE_SCALE: gl.c
 
 
 @gluon.jit
+def _p_v_done(acc, l_i, MMA_ROW_SUMS: gl.constexpr):
+    """O's accumulator ``acc`` and the row sums ``l_i`` once this warpgroup's products are done (with MMA_ROW_SUMS
+    the row sums are a product's accumulator too)."""
+    if MMA_ROW_SUMS:
+        acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
+    else:
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return acc, l_i
+
+
+@gluon.jit
 def _steps_in_turn(
     q,
     ring,
@@ -323,10 +334,7 @@ def _steps_in_turn(
     for j in range(n_kv):
         slot = (base + j) % STAGES
         if not WAIT_IN_STEP:  # the previous tile's P V (and row sums)
-            if MMA_ROW_SUMS:
-                acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
-            else:
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            acc, l_i = _p_v_done(acc, l_i, MMA_ROW_SUMS)
         phase = ((base + j) // STAGES) & 1
         if j > 0:  # the previous tile's slot is free
             mbarrier.arrive(kv_empty.index((base + j - 1) % STAGES))
@@ -346,15 +354,9 @@ def _steps_in_turn(
         mbarrier.wait(v_ready.index(slot), phase)
         acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
         if WAIT_IN_STEP:
-            if MMA_ROW_SUMS:
-                acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
-            else:
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            acc, l_i = _p_v_done(acc, l_i, MMA_ROW_SUMS)
     if not WAIT_IN_STEP:
-        if MMA_ROW_SUMS:
-            acc, l_i = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_i))
-        else:
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        acc, l_i = _p_v_done(acc, l_i, MMA_ROW_SUMS)
     if MMA_ROW_SUMS:
         l_i = gl.convert_layout(gl.max(l_i, 1), row_layout)
     # the last slot, free for a next item
