@@ -88,11 +88,21 @@ SUB_M = gl.constexpr(64)  # query rows per S^T and dP^T product (a warpgroup pro
 DQ_COLS = gl.constexpr(64)  # columns of a dQ piece: all of 64, half of 128, a quarter of 256
 SWIZZLE_COLS = gl.constexpr(64)  # 2-byte columns of a 128-byte swizzle block: dK and dV are written in such blocks
 NUM_WARPS = 4  # the default partition: the first consumer warpgroup
-# Whether the head-dim-64 consumers take S^T's and dP^T's A operands (K and V), and without the mask dK's (dS^T),
-# from registers (see _consume_item). Measured under Triton 3.6; 3.7 and 3.8 compile it with 3.6's registers and
-# spills (12-68 bytes), while 3.9's ptxas (CUDA 13.4) spills 148-168 bytes where the operands from shared memory
-# spill none, not yet measured on a GPU (benchmarks/NOTES.md, v170).
+# Whether the head-dim-64 consumers take S^T's and dP^T's A operands (K and V), and in the steps without the mask
+# dK's (dS^T, where ds_t_in_registers says), from registers (see _consume_item). Measured under Triton 3.6; 3.7
+# and 3.8 compile it with 3.6's registers and spills (12-68 bytes), while 3.9's ptxas (CUDA 13.4) spills 148-168
+# bytes where the operands from shared memory spill none, not yet measured on a GPU (benchmarks/NOTES.md, v170).
 REGISTER_OPERANDS = gl.constexpr(triton.__version__.startswith(("3.6.", "3.7.", "3.8.")))
+# Causal walks take dK's dS^T from registers in their steps without the mask from this many keys: with it the
+# head-dim-64 backward took 0.987-0.989x its time at 16384 keys, 0.993-0.996x at 8192, 1.00x at 4096 and
+# 1.007-1.011x at 2048, where each item's spilled registers weigh on fewer steps (benchmarks/NOTES.md, v180).
+CAUSAL_DS_T_IN_REGISTERS_MIN_KEYS = 8192
+
+
+def ds_t_in_registers(head_dim: int, causal: bool, n: int) -> bool:
+    """Whether the steps without the mask take dK's A operand dS^T from registers (see
+    :data:`CAUSAL_DS_T_IN_REGISTERS_MIN_KEYS`): head dim 64 only, with :data:`REGISTER_OPERANDS`."""
+    return head_dim == 64 and REGISTER_OPERANDS.value and (not causal or n >= CAUSAL_DS_T_IN_REGISTERS_MIN_KEYS)
 
 
 @builtin
@@ -458,6 +468,7 @@ def _consumer(
     PERSISTENT: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
     RAGGED: gl.constexpr,
+    DS_T_IN_REGISTERS: gl.constexpr,
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
@@ -468,7 +479,7 @@ def _consumer(
         if HEAD_DIM == 256:
             it = _consume_item_halves(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
         else:
-            it = _consume_item(consumer_args, where, t & 1, it, CAUSAL, RAGGED, WARPGROUP, HEAD_DIM)
+            it = _consume_item(consumer_args, where, t & 1, it, CAUSAL, RAGGED, DS_T_IN_REGISTERS, WARPGROUP, HEAD_DIM)
 
 
 @gluon.jit
@@ -479,14 +490,15 @@ def _consume_item(
     it,
     CAUSAL: gl.constexpr,
     RAGGED: gl.constexpr,
+    DS_T_IN_REGISTERS: gl.constexpr,
     WARPGROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
 ):
     """The work item at ``where`` (:func:`_item`'s tuple), head dim 64 or 128: keys
     ``[n * BLOCK_N + 64 * WARPGROUP, +64)`` of its key tile ``n`` for dK, dV; the dQ piece at ``_dq_row``,
     ``_dq_col`` of each visited query tile, from step ``it`` of the program's walk on (``phase``: the parity of
-    the program's items before this one). Returns the step after the item's. ``consumer_args``: the kernel's
-    run-time arguments, named where unpacked."""
+    the program's items before this one), each step by :func:`_consume_step`. Returns the step after the item's.
+    ``consumer_args``: the kernel's run-time arguments, named where unpacked."""
     (
         q_smem,
         do_smem,
@@ -518,10 +530,8 @@ def _consume_item(
         stride_dkh,
         stride_dkn,
     ) = consumer_args
-    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
-    STAGES: gl.constexpr = stages(HEAD_DIM)
-    RATIO: gl.constexpr = BLOCK_N // BLOCK_M
+    RATIO: gl.constexpr = BLOCK_N // block_m(HEAD_DIM)
     KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB_M, 16]
@@ -529,23 +539,12 @@ def _consume_item(
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
     )
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
-    )
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
-    # L and Delta of SUB_M queries read from shared memory where they are used (after the products they wait
-    # for) rather than before: at head dim 128 they would otherwise hold 32 registers across S^T and dP^T and
-    # spill; at 64, reading them early keeps the shared-memory latency off the critical path.
-    LATE_ROW_LOADS: gl.constexpr = HEAD_DIM > 64
-    col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
     row_layout: gl.constexpr = gl.SliceLayout(1, st_layout)
 
     k_mine = k_smem.slice(WARPGROUP * KEYS, KEYS)
     v_mine = v_smem.slice(WARPGROUP * KEYS, KEYS)
     k_dq = _part(k_smem, _dq_col(WARPGROUP, HEAD_DIM) // DQ_COLS, DQ_COLS, 1)  # B of this piece's dQ
-    zero_st = gl.zeros([KEYS, SUB_M], gl.float32, st_layout)
-    zero_dq = gl.zeros([SUB_M, DQ_COLS], gl.float32, dq_layout)
-    offs_col = gl.arange(0, SUB_M, layout=col_layout)
     n, b, _, _, n_heads, dkv_head = where
     dk = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
     dv = warpgroup_mma_init(gl.zeros([KEYS, HEAD_DIM], gl.float32, kv_layout))
@@ -555,74 +554,31 @@ def _consume_item(
     mbarrier.wait(kv_bar, phase)
     # At head dim 64, S^T's and dP^T's A operands (this warpgroup's K and V rows, 16 registers a thread each) are
     # read into registers once per item rather than from shared memory by every step's products: 0.96-0.99x the
-    # backward's time at eight shapes, and with dK's dS^T also from registers without the mask 0.96x
-    # (benchmarks/NOTES.md, v170). At 128 they would take 64 registers where the consumers already spill.
-    A_IN_REGISTERS: gl.constexpr = HEAD_DIM == 64 and REGISTER_OPERANDS
-    if A_IN_REGISTERS:
+    # backward's time at eight shapes (benchmarks/NOTES.md, v170). At 128 they would take 64 registers where the
+    # consumers already spill.
+    if HEAD_DIM == 64 and REGISTER_OPERANDS:
         k_a = k_mine.load(a_layout)
         v_a = v_mine.load(a_layout)
     else:
         k_a = k_mine
         v_a = v_mine
+    step_args = (q_smem, do_smem, ds_smem, dq_smem, ld_smem, q_ready, q_empty, ds_ready, ds_free, dq_full, dq_empty)
+    step_args += (k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale)
     for _head in range(n_heads):  # the query heads this program walks
-        for s in range(steps):
-            j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
-            if j < q_tiles:
-                slot = it % STAGES
-                mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
-                for h in gl.static_range(BLOCK_M // SUB_M):  # the tile's SUB_M-query parts
-                    q_h = _part(q_smem.index(slot), h, SUB_M, 0)
-                    do_h = _part(do_smem.index(slot), h, SUB_M, 0)
-                    queries = j * BLOCK_M + h * SUB_M + offs_col
-                    if not LATE_ROW_LOADS:
-                        lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
-                        delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
-                    # S^T and dP^T (keys x queries), issued back to back
-                    st = warpgroup_mma(k_a, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                    dpt = warpgroup_mma(v_a, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-                    st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-                    if LATE_ROW_LOADS:
-                        lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
-                    pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
-                    # Masked after the exponent: a score of -inf times a negative scale would be +inf.
-                    if CAUSAL:  # noqa: SIM102 (a branch at compile time around one at run time)
-                        if s < RATIO:  # the diagonal's query tiles
-                            pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
-                    # Compiled only where N is not a multiple of BLOCK_N: as a run-time branch alone, ptxas
-                    # predicates the loop around it (benchmarks/NOTES.md, v86).
-                    if RAGGED:  # noqa: SIM102 (a branch at compile time around one at run time)
-                        if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
-                            pt = gl.where(key_ok[:, None], pt, 0.0)
-                    pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
-                    dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
-                    if LATE_ROW_LOADS:
-                        delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
-                    dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
-                    if h == 0:
-                        mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
-                    ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
-                    ds_h.store(dst)
-                    fence_async_shared()
-                    dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
-                    if A_IN_REGISTERS and not CAUSAL:  # dS^T from registers too (spills with the mask, v170)
-                        dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
-                    else:
-                        dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
-                # dQ needs both warpgroups' dS: meet on the dS buffer
-                mbarrier.arrive(ds_ready.index(slot))
-                mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
-                ds_t = ds_smem.index(slot)
-                ds_dq = _part(ds_t, _dq_row(WARPGROUP, HEAD_DIM) // SUB_M, SUB_M, 1).permute((1, 0))  # its dS
-                dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
-                dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-                mbarrier.arrive(ds_free.index(slot))
-                mbarrier.arrive(q_empty.index(slot))
-                buf = it % 2
-                mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
-                # the writer fences these stores for the TMA unit once dq_full says they are done
-                dq_smem.index(2 * buf + WARPGROUP).store(dq * softmax_scale)
-                mbarrier.arrive(dq_full.index(buf))
-                it += 1
+        # Causal at head dim 64: the diagonal's query tile with the mask, then the rest without it (at 128, one
+        # loop with the mask as a run-time branch spills fewer registers: benchmarks/NOTES.md, v180).
+        if CAUSAL and HEAD_DIM == 64:
+            for s in range(RATIO):
+                it, dk, dv = _consume_step(step_args, RATIO * n + s, it, dk, dv, True, False, RAGGED, WARPGROUP)
+            for s in range(RATIO, steps):
+                it, dk, dv = _consume_step(
+                    step_args, RATIO * n + s, it, dk, dv, False, DS_T_IN_REGISTERS, RAGGED, WARPGROUP
+                )
+        else:
+            for s in range(steps):
+                j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
+                masked = CAUSAL and s < RATIO  # the diagonal's query tiles
+                it, dk, dv = _consume_step(step_args, j, it, dk, dv, masked, DS_T_IN_REGISTERS, RAGGED, WARPGROUP)
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     first_key = n * BLOCK_N + WARPGROUP * KEYS
@@ -637,6 +593,107 @@ def _consume_item(
         )
         mbarrier.arrive(kv_empty)  # the next item's K and V may replace them
     return it
+
+
+@gluon.jit
+def _consume_step(
+    step_args,
+    j,
+    it,
+    dk,
+    dv,
+    masked,
+    DS_T_IN_REGISTERS: gl.constexpr,
+    RAGGED: gl.constexpr,
+    WARPGROUP: gl.constexpr,
+):
+    """Step ``it`` of the program's walk, for :func:`_consume_item`: query tile ``j`` against this warpgroup's
+    keys of the item. Adds the tile's share to dV and dK (fp32, ``(KEYS, HEAD_DIM)``, returned with their
+    products in flight) and hands this warpgroup's dQ piece to the writers. ``masked``: the tile crosses the
+    diagonal (a compile-time or a run-time bool). DS_T_IN_REGISTERS: dK's A operand dS^T comes from the
+    registers that also store the dS buffer rather than from that buffer. Returns ``(it + 1, dk, dv)``, or
+    ``(it, dk, dv)`` where ``j`` is past the last query tile."""
+    q_smem, do_smem, ds_smem, dq_smem, ld_smem, q_ready, q_empty, ds_ready, ds_free, dq_full, dq_empty = step_args[:11]
+    k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale = step_args[11:]
+    HEAD_DIM: gl.constexpr = q_smem.shape[2]
+    BLOCK_M: gl.constexpr = block_m(HEAD_DIM)
+    BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
+    STAGES: gl.constexpr = stages(HEAD_DIM)
+    KEYS: gl.constexpr = BLOCK_N // 2
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB_M, 16]
+    )
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
+    )
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
+    # L and Delta of SUB_M queries read from shared memory where they are used (after the products they wait
+    # for) rather than before: at head dim 128 they would otherwise hold 32 registers across S^T and dP^T and
+    # spill; at 64, reading them early keeps the shared-memory latency off the critical path.
+    LATE_ROW_LOADS: gl.constexpr = HEAD_DIM > 64
+    zero_st = gl.zeros([KEYS, SUB_M], gl.float32, st_layout)
+    zero_dq = gl.zeros([SUB_M, DQ_COLS], gl.float32, dq_layout)
+    offs_col = gl.arange(0, SUB_M, layout=col_layout)
+    if j < q_tiles:
+        slot = it % STAGES
+        mbarrier.wait(q_ready.index(slot), (it // STAGES) & 1)
+        for h in gl.static_range(BLOCK_M // SUB_M):  # the tile's SUB_M-query parts
+            q_h = _part(q_smem.index(slot), h, SUB_M, 0)
+            do_h = _part(do_smem.index(slot), h, SUB_M, 0)
+            queries = j * BLOCK_M + h * SUB_M + offs_col
+            if not LATE_ROW_LOADS:
+                lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
+                delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
+            # S^T and dP^T (keys x queries), issued back to back
+            st = warpgroup_mma(k_a, q_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+            dpt = warpgroup_mma(v_a, do_h.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+            if LATE_ROW_LOADS:
+                lse2 = _tile_rows(ld_smem, slot, 0, h, col_layout)
+            pt = gl.exp2(st * qk_scale_log2 - lse2[None, :])
+            # Masked after the exponent: a score of -inf times a negative scale would be +inf.
+            if masked:
+                pt = gl.where(keys[:, None] <= queries[None, :], pt, 0.0)
+            # Compiled only where N is not a multiple of BLOCK_N: as a run-time branch alone, ptxas
+            # predicates the loop around it (benchmarks/NOTES.md, v86).
+            if RAGGED:  # noqa: SIM102 (a branch at compile time around one at run time)
+                if (n + 1) * BLOCK_N > n_ctx:  # the ragged last key tile
+                    pt = gl.where(key_ok[:, None], pt, 0.0)
+            pt_a = gl.convert_layout(pt.to(ds_smem.dtype), a_layout)
+            dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+            if LATE_ROW_LOADS:
+                delta = _tile_rows(ld_smem, slot, 1, h, col_layout)
+            dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
+            if h == 0:
+                mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
+            ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
+            ds_h.store(dst)
+            fence_async_shared()
+            dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
+            if DS_T_IN_REGISTERS:
+                dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
+            else:
+                dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
+        # dQ needs both warpgroups' dS: meet on the dS buffer
+        mbarrier.arrive(ds_ready.index(slot))
+        mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
+        ds_t = ds_smem.index(slot)
+        ds_dq = _part(ds_t, _dq_row(WARPGROUP, HEAD_DIM) // SUB_M, SUB_M, 1).permute((1, 0))  # its dS
+        dq = warpgroup_mma(ds_dq, k_dq, zero_dq, use_acc=False, is_async=True)
+        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+        mbarrier.arrive(ds_free.index(slot))
+        mbarrier.arrive(q_empty.index(slot))
+        buf = it % 2
+        mbarrier.wait(dq_empty.index(buf), ((it // 2) & 1) ^ 1)
+        # the writer fences these stores for the TMA unit once dq_full says they are done
+        dq_smem.index(2 * buf + WARPGROUP).store(dq * softmax_scale)
+        mbarrier.arrive(dq_full.index(buf))
+        it += 1
+    return it, dk, dv
 
 
 @gluon.jit
@@ -823,6 +880,7 @@ def _hopper_backward_kernel(
     HEAD_DIM: gl.constexpr,
     PER_QUERY_HEAD: gl.constexpr,
     RAGGED: gl.constexpr,
+    DS_T_IN_REGISTERS: gl.constexpr,
 ):
     # A work item is a key tile of a (batch, k/v head), or of a (batch, query head) with PER_QUERY_HEAD; items
     # are numbered by (batch, head) and then by key tile descending.
@@ -940,8 +998,14 @@ def _hopper_backward_kernel(
     )
     gl.warp_specialize(
         [
-            (_consumer, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, 0, HEAD_DIM)),
-            (_consumer, (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, 1, HEAD_DIM)),
+            (
+                _consumer,
+                (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, DS_T_IN_REGISTERS, 0, HEAD_DIM),
+            ),
+            (
+                _consumer,
+                (consumer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, RAGGED, DS_T_IN_REGISTERS, 1, HEAD_DIM),
+            ),
             (_loader, (loader_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, HEAD_DIM)),
             (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 0, HEAD_DIM)),
             (_dq_writer, (writer_args, schedule, CAUSAL, PERSISTENT, PER_QUERY_HEAD, 1, HEAD_DIM)),
@@ -1228,6 +1292,7 @@ class HopperBackward:
                 "HEAD_DIM": head_dim,
                 "PER_QUERY_HEAD": self.per_query_head,
                 "RAGGED": n % keys_per_item != 0,
+                "DS_T_IN_REGISTERS": ds_t_in_registers(head_dim, causal, n),
             },
             # the default partition's warps; Gluon kernels pipeline themselves (Triton's stage count is not read)
             Tile(self.block_m, keys_per_item, NUM_WARPS, 1),
