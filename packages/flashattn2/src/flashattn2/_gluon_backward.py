@@ -164,6 +164,13 @@ def _dq_col(piece, head_dim):
     return 0 if block_m(head_dim) == 2 * SUB_M else piece * DQ_COLS
 
 
+@gluon.constexpr_function
+def _accumulator_layout(columns):
+    """The register layout of a consumer warpgroup's fp32 product accumulator of 64 rows and ``columns`` columns
+    (its four warps along the rows)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])
+
+
 @gluon.jit
 def _part(smem, h, count: gl.constexpr, dim: gl.constexpr):
     """``smem``'s part ``h`` of ``count`` elements along ``dim``: ``smem`` itself where that is all of it."""
@@ -533,12 +540,8 @@ def _consume_item(
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // block_m(HEAD_DIM)
     KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
-    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB_M, 16]
-    )
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
+    st_layout: gl.constexpr = _accumulator_layout(SUB_M)
+    kv_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, st_layout)
 
@@ -620,15 +623,9 @@ def _consume_step(
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
     STAGES: gl.constexpr = stages(HEAD_DIM)
     KEYS: gl.constexpr = BLOCK_N // 2
-    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB_M, 16]
-    )
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
-    )
+    st_layout: gl.constexpr = _accumulator_layout(SUB_M)
+    kv_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    dq_layout: gl.constexpr = _accumulator_layout(DQ_COLS)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
     # L and Delta of SUB_M queries read from shared memory where they are used (after the products they wait
@@ -750,13 +747,9 @@ def _consume_item_halves(
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     HALF: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of S and dP
     COLS: gl.constexpr = HEAD_DIM // 2  # its columns of dK, dV and dQ
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16])
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, COLS, 16]
-    )
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16]
-    )
+    s_layout: gl.constexpr = _accumulator_layout(HALF)
+    kv_layout: gl.constexpr = _accumulator_layout(COLS)
+    dq_layout: gl.constexpr = _accumulator_layout(DQ_COLS)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
 
