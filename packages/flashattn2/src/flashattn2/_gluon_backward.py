@@ -568,8 +568,8 @@ def _consume_item(
     step_args = (q_smem, do_smem, ds_smem, dq_smem, ld_smem, q_ready, q_empty, ds_ready, ds_free, dq_full, dq_empty)
     step_args += (k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale)
     for _head in range(n_heads):  # the query heads this program walks
-        # Causal at head dim 64: the diagonal's query tile with the mask, then the rest without it (at 128, one
-        # loop with the mask as a run-time branch spills fewer registers: benchmarks/NOTES.md, v180).
+        # Causal at head dim 64: the diagonal's query tile with the mask, then the rest without it; at 128 one
+        # loop, the mask a run-time branch, as measured (benchmarks/NOTES.md, v180).
         if CAUSAL and HEAD_DIM == 64:
             for s in range(RATIO):
                 it, dk, dv = _consume_step(step_args, RATIO * n + s, it, dk, dv, True, False, RAGGED, WARPGROUP)
