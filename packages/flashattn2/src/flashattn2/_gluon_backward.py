@@ -669,12 +669,15 @@ def _consume_step(
                 mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
             ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
             ds_h.store(dst)
-            fence_async_shared()
+            if not DS_T_IN_REGISTERS:  # dK's product reads these rows from the buffer next
+                fence_async_shared()
             dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
             if DS_T_IN_REGISTERS:
                 dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
             else:
                 dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
+        if DS_T_IN_REGISTERS:  # only the dQ products read the buffer: one fence for both parts' stores
+            fence_async_shared()
         # dQ needs both warpgroups' dS: meet on the dS buffer
         mbarrier.arrive(ds_ready.index(slot))
         mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
