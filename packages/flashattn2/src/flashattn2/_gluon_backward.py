@@ -79,7 +79,7 @@ from triton.language.extra.cuda import gdc_wait
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, reinterpret, tma_load, tma_store, zero_at_run_time
+from flashattn2._gluon_common import accumulator_layout, one_of, reinterpret, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, allocator
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, LOG2_E_IN_KERNEL
@@ -162,13 +162,6 @@ def _dq_row(piece, head_dim):
 def _dq_col(piece, head_dim):
     """The first column of a dQ tile's piece ``piece`` (see :func:`_dq_row`)."""
     return 0 if block_m(head_dim) == 2 * SUB_M else piece * DQ_COLS
-
-
-@gluon.constexpr_function
-def _accumulator_layout(columns):
-    """The register layout of a consumer warpgroup's fp32 product accumulator of 64 rows and ``columns`` columns
-    (its four warps along the rows)."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])
 
 
 @gluon.jit
@@ -540,8 +533,8 @@ def _consume_item(
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
     RATIO: gl.constexpr = BLOCK_N // block_m(HEAD_DIM)
     KEYS: gl.constexpr = BLOCK_N // 2  # each of the two consumer warpgroups
-    st_layout: gl.constexpr = _accumulator_layout(SUB_M)
-    kv_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    st_layout: gl.constexpr = accumulator_layout(SUB_M)
+    kv_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, st_layout)
 
@@ -623,9 +616,9 @@ def _consume_step(
     BLOCK_N: gl.constexpr = block_n(HEAD_DIM)
     STAGES: gl.constexpr = stages(HEAD_DIM)
     KEYS: gl.constexpr = BLOCK_N // 2
-    st_layout: gl.constexpr = _accumulator_layout(SUB_M)
-    kv_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
-    dq_layout: gl.constexpr = _accumulator_layout(DQ_COLS)
+    st_layout: gl.constexpr = accumulator_layout(SUB_M)
+    kv_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
+    dq_layout: gl.constexpr = accumulator_layout(DQ_COLS)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
     # L and Delta of SUB_M queries read from shared memory where they are used (after the products they wait
@@ -750,9 +743,9 @@ def _consume_item_halves(
     RATIO: gl.constexpr = BLOCK_N // BLOCK_M
     HALF: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of S and dP
     COLS: gl.constexpr = HEAD_DIM // 2  # its columns of dK, dV and dQ
-    s_layout: gl.constexpr = _accumulator_layout(HALF)
-    kv_layout: gl.constexpr = _accumulator_layout(COLS)
-    dq_layout: gl.constexpr = _accumulator_layout(DQ_COLS)
+    s_layout: gl.constexpr = accumulator_layout(HALF)
+    kv_layout: gl.constexpr = accumulator_layout(COLS)
+    dq_layout: gl.constexpr = accumulator_layout(DQ_COLS)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
 

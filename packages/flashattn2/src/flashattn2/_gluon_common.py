@@ -3,6 +3,7 @@
 - :func:`zero_at_run_time` and :func:`one_of`: shared memory addressed afresh in each iteration of a loop, so that
   ptxas does not hoist the warpgroup products' shared-memory descriptors out of it and spill them.
 - :data:`tma_load`, :data:`tma_store` and :func:`reinterpret`: Gluon operations under the names of the running Triton.
+- :func:`accumulator_layout`: the registers of a warpgroup product's accumulator.
 """
 
 from __future__ import annotations
@@ -39,3 +40,10 @@ def zero_at_run_time(x):
 def one_of(smem):
     """``smem`` (2-D) as the only buffer of a one-buffer array, to be indexed by :func:`zero_at_run_time`."""
     return reinterpret(smem, smem.dtype, [1, smem.shape[0], smem.shape[1]], smem.layout)
+
+
+@gluon.constexpr_function
+def accumulator_layout(columns):
+    """The register layout of one warpgroup's fp32 product accumulator of 64 rows (its four warps along the rows)
+    and ``columns`` columns."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, columns, 16])

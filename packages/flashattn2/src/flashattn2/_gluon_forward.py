@@ -39,7 +39,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from flashattn2 import _hopper
 from flashattn2._configs import Tile
-from flashattn2._gluon_common import one_of, tma_load, tma_store, zero_at_run_time
+from flashattn2._gluon_common import accumulator_layout, one_of, tma_load, tma_store, zero_at_run_time
 from flashattn2._launch import CompiledLaunch, causal_head_group
 from flashattn2._tma import TmaDescriptor
 from flashattn2._triton_common import LOG2_E, heaviest_first
@@ -116,14 +116,6 @@ def loader_registers(head_dim):
 def persistent(head_dim):
     """Whether a program takes several work items in turn (see the module's docstring)."""
     return head_dim <= PERSISTENT_MAX_HEAD_DIM
-
-
-@gluon.constexpr_function
-def _accumulator_layout(columns):
-    """The register layout of a consumer's product's fp32 accumulator of BLOCK_M rows and ``columns`` columns."""
-    return gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[BLOCK_M.value // 16, 1], instr_shape=[16, columns, 16]
-    )
 
 
 @gluon.constexpr_function
@@ -310,10 +302,10 @@ def _steps_in_turn(
     the time of waiting before the back edge (v175, v176)."""
     k_smem, v_smem, k_ready, v_ready = ring
     STAGES: gl.constexpr = k_smem.shape[0]
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    s_layout: gl.constexpr = accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    sums_layout: gl.constexpr = _accumulator_layout(ONES_WIDTH)
+    sums_layout: gl.constexpr = accumulator_layout(ONES_WIDTH)
     p_sums_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=sums_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -383,8 +375,8 @@ def _steps_overlapped(
     once its S is done, a V slot once its P V is; the loader refills K a step ahead."""
     k_smem, v_smem, k_ready, v_ready = ring
     STAGES: gl.constexpr = k_smem.shape[0]
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    s_layout: gl.constexpr = accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q.dtype
@@ -446,8 +438,8 @@ def _steps_p_shared(
     slot once its P V is."""
     k_smem, v_smem, k_ready, v_ready = ring
     STAGES: gl.constexpr = k_smem.shape[0]
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    s_layout: gl.constexpr = accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
 
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -514,8 +506,8 @@ def _consume_item(
     ) = item_args
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     ITEM_ROWS: gl.constexpr = item_rows(THREE_CONSUMERS)
-    s_layout: gl.constexpr = _accumulator_layout(BLOCK_N)
-    o_layout: gl.constexpr = _accumulator_layout(HEAD_DIM)
+    s_layout: gl.constexpr = accumulator_layout(BLOCK_N)
+    o_layout: gl.constexpr = accumulator_layout(HEAD_DIM)
     dtype: gl.constexpr = q.dtype
 
     r0 = m_tile * ITEM_ROWS + INDEX * BLOCK_M
