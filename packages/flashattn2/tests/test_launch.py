@@ -1195,12 +1195,11 @@ def test_the_causal_head_dim_64_backward_steps_off_the_diagonal_without_the_mask
     # The causal head-dim-64 backward compiled for sm_90a by benchmarks/offline_compile.py: each item's diagonal
     # step is compiled apart from its other steps, which carry no mask. From CAUSAL_DS_T_IN_REGISTERS_MIN_KEYS
     # (8192) keys those take dK's first operand dS^T from registers too (with REGISTER_OPERANDS, Triton 3.6-3.8);
-    # with fewer keys the spilled registers cost more than that gains (NOTES v180). There the dS buffer is read
-    # only by the dQ products, so each consumer fences its stores once per step rather than once per 64-query
-    # part (v183).
+    # with fewer keys the spilled registers cost more than that gains (NOTES v180). Each consumer fences its dS
+    # stores once per step, then issues the products that read them from shared memory (v183, v184), but on the
+    # long walks' diagonal, where dK's product reads each 64-query part's dS^T after the part's own fence.
     from flashattn2._gluon_backward import REGISTER_OPERANDS
 
-    fences = {}
     for n in (4096, 8192):
         folder = tmp_path / str(n)
         rows = _compiled_offline(folder, [[1, 1, n, 64], 1, True], "--backward-only")
@@ -1213,9 +1212,10 @@ def test_the_causal_head_dim_64_backward_steps_off_the_diagonal_without_the_mask
         # per body S^T, dP^T and dV from registers (with REGISTER_OPERANDS, else dV alone), and dK off the diagonal
         registers_off_diagonal = 4 if REGISTER_OPERANDS and n >= 8192 else (3 if REGISTER_OPERANDS else 1)
         assert products.count("{") == ((3 if REGISTER_OPERANDS else 1) + registers_off_diagonal) * 16
-        fences[n] = ptx.count("fence.proxy.async")
-    # one fence fewer per consumer warpgroup where the steps off the diagonal take dS^T from registers
-    assert fences[8192] == fences[4096] - (2 if REGISTER_OPERANDS else 0)
+        diagonal = 2 if REGISTER_OPERANDS and n >= 8192 else 1  # fences per consumer in the diagonal's step
+        # two consumers' steps on and off the diagonal, and three fences outside them: after the barriers'
+        # initialization, and one in each of the two dQ writers
+        assert ptx.count("fence.proxy.async.shared::cta") == 2 * (diagonal + 1) + 3
 
 
 def test_the_hopper_forward_programs_by_mask_and_head_dim(on_a_hopper_gpu, monkeypatch):

@@ -562,19 +562,24 @@ def _consume_item(
     step_args += (k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale)
     for _head in range(n_heads):  # the query heads this program walks
         # Causal at head dim 64: the diagonal's query tile with the mask, then the rest without it; at 128 one
-        # loop, the mask a run-time branch, as measured (benchmarks/NOTES.md, v180).
+        # loop, the mask a run-time branch, as measured (benchmarks/NOTES.md, v180). One dS fence per step
+        # (0.99-1.00x the backward's time, v184) but on the long walks' diagonal and in causal walks at 128.
         if CAUSAL and HEAD_DIM == 64:
             for s in range(RATIO):
-                it, dk, dv = _consume_step(step_args, RATIO * n + s, it, dk, dv, True, False, RAGGED, WARPGROUP)
+                it, dk, dv = _consume_step(
+                    step_args, RATIO * n + s, it, dk, dv, True, False, not DS_T_IN_REGISTERS, RAGGED, WARPGROUP
+                )
             for s in range(RATIO, steps):
                 it, dk, dv = _consume_step(
-                    step_args, RATIO * n + s, it, dk, dv, False, DS_T_IN_REGISTERS, RAGGED, WARPGROUP
+                    step_args, RATIO * n + s, it, dk, dv, False, DS_T_IN_REGISTERS, True, RAGGED, WARPGROUP
                 )
         else:
             for s in range(steps):
                 j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
                 masked = CAUSAL and s < RATIO  # the diagonal's query tiles
-                it, dk, dv = _consume_step(step_args, j, it, dk, dv, masked, DS_T_IN_REGISTERS, RAGGED, WARPGROUP)
+                it, dk, dv = _consume_step(
+                    step_args, j, it, dk, dv, masked, DS_T_IN_REGISTERS, not CAUSAL, RAGGED, WARPGROUP
+                )
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     first_key = n * BLOCK_N + WARPGROUP * KEYS
@@ -600,6 +605,7 @@ def _consume_step(
     dv,
     masked,
     DS_T_IN_REGISTERS: gl.constexpr,
+    ONE_DS_FENCE: gl.constexpr,
     RAGGED: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
@@ -607,8 +613,10 @@ def _consume_step(
     keys of the item. Adds the tile's share to dV and dK (fp32, ``(KEYS, HEAD_DIM)``, returned with their
     products in flight) and hands this warpgroup's dQ piece to the writers. ``masked``: the tile crosses the
     diagonal (a compile-time or a run-time bool). DS_T_IN_REGISTERS: dK's A operand dS^T comes from the
-    registers that also store the dS buffer rather than from that buffer. Returns ``(it + 1, dk, dv)``, or
-    ``(it, dk, dv)`` where ``j`` is past the last query tile."""
+    registers that also store the dS buffer rather than from that buffer. ONE_DS_FENCE: where dS^T comes from the
+    buffer, both parts' dS stores go under one fence and both dK products follow it, rather than a fence and a dK
+    product after each part's store. Returns ``(it + 1, dk, dv)``, or ``(it, dk, dv)`` where ``j`` is past the
+    last query tile."""
     q_smem, do_smem, ds_smem, dq_smem, ld_smem, q_ready, q_empty, ds_ready, ds_free, dq_full, dq_empty = step_args[:11]
     k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale = step_args[11:]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
@@ -662,15 +670,20 @@ def _consume_step(
                 mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
             ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
             ds_h.store(dst)
-            if not DS_T_IN_REGISTERS:  # dK's product reads these rows from the buffer next
+            if not DS_T_IN_REGISTERS and not ONE_DS_FENCE:  # dK's product reads these rows from the buffer next
                 fence_async_shared()
             dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
             if DS_T_IN_REGISTERS:
                 dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
-            else:
+            elif not ONE_DS_FENCE:
                 dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
-        if DS_T_IN_REGISTERS:  # only the dQ products read the buffer: one fence for both parts' stores
+        if DS_T_IN_REGISTERS or ONE_DS_FENCE:  # one fence for both parts' stores
             fence_async_shared()
+        if ONE_DS_FENCE and not DS_T_IN_REGISTERS:  # dK's products read dS^T from the buffer, after the fence
+            for h in gl.static_range(BLOCK_M // SUB_M):
+                q_h = _part(q_smem.index(slot), h, SUB_M, 0)
+                ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
+                dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
         # dQ needs both warpgroups' dS: meet on the dS buffer
         mbarrier.arrive(ds_ready.index(slot))
         mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
