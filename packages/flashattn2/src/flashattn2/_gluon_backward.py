@@ -174,6 +174,14 @@ def _part(smem, h, count: gl.constexpr, dim: gl.constexpr):
 
 
 @gluon.jit
+def _warpgroup_ds_part(ds_smem, slot, h, WARPGROUP: gl.constexpr):
+    """Part ``h`` (SUB_M queries) of consumer warpgroup WARPGROUP's key rows of dS^T in ring slot ``slot`` of
+    ``ds_smem`` (``(STAGES, BLOCK_N, BLOCK_M)``, each warpgroup's half of the keys)."""
+    KEYS: gl.constexpr = ds_smem.shape[1] // 2
+    return _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
+
+
+@gluon.jit
 def _tile_rows(ld_smem, slot, WHICH: gl.constexpr, h, layout: gl.constexpr):
     """Rows ``[h * SUB_M, +SUB_M)`` (all of them where the tile has SUB_M) of the query tile in ring slot ``slot``
     of ``ld_smem`` (``_prologue_kernel``'s ``row_stats``): their log2-domain logsumexp (``WHICH`` 0) or Delta
@@ -668,7 +676,7 @@ def _consume_step(
             dst = (pt * (dpt - delta[None, :])).to(ds_smem.dtype)
             if h == 0:
                 mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
-            ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
+            ds_h = _warpgroup_ds_part(ds_smem, slot, h, WARPGROUP)
             ds_h.store(dst)
             if not DS_T_IN_REGISTERS and not ONE_DS_FENCE:  # dK's product reads these rows from the buffer next
                 fence_async_shared()
@@ -682,8 +690,7 @@ def _consume_step(
         if ONE_DS_FENCE and not DS_T_IN_REGISTERS:  # dK's products read dS^T from the buffer, after the fence
             for h in gl.static_range(BLOCK_M // SUB_M):
                 q_h = _part(q_smem.index(slot), h, SUB_M, 0)
-                ds_h = _part(ds_smem.index(slot).slice(WARPGROUP * KEYS, KEYS), h, SUB_M, 1)
-                dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
+                dk = warpgroup_mma(_warpgroup_ds_part(ds_smem, slot, h, WARPGROUP), q_h, dk, is_async=True)
         # dQ needs both warpgroups' dS: meet on the dS buffer
         mbarrier.arrive(ds_ready.index(slot))
         mbarrier.wait(ds_ready.index(slot), (it // STAGES) & 1)
