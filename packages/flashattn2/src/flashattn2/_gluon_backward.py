@@ -97,6 +97,11 @@ REGISTER_OPERANDS = gl.constexpr(triton.__version__.startswith(("3.6.", "3.7.", 
 # head-dim-64 backward took 0.987-0.989x its time at 16384 keys, 0.993-0.996x at 8192, 1.00x at 4096 and
 # 1.007-1.011x at 2048, where each item's spilled registers weigh on fewer steps (benchmarks/NOTES.md, v180).
 CAUSAL_DS_T_IN_REGISTERS_MIN_KEYS = 8192
+# Where a step's dK product takes its A operand dS^T from (see _consume_step), and how the dS stores are fenced for
+# the products that read them from shared memory:
+DS_T_REGISTERS = gl.constexpr(0)  # the registers that store the dS buffer; one fence before the dQ products
+DS_T_SHARED = gl.constexpr(1)  # the dS buffer, after one fence for both 64-query parts' stores
+DS_T_SHARED_PER_PART = gl.constexpr(2)  # the dS buffer, each part's after a fence for its own store
 
 
 def ds_t_in_registers(head_dim: int, causal: bool, n: int) -> bool:
@@ -572,22 +577,21 @@ def _consume_item(
         # Causal at head dim 64: the diagonal's query tile with the mask, then the rest without it; at 128 one
         # loop, the mask a run-time branch, as measured (benchmarks/NOTES.md, v180). One dS fence per step
         # (0.99-1.00x the backward's time, v184) but on the long walks' diagonal and in causal walks at 128.
+        ds_t_unmasked: gl.constexpr = DS_T_REGISTERS if DS_T_IN_REGISTERS else DS_T_SHARED
         if CAUSAL and HEAD_DIM == 64:
+            ds_t_diagonal: gl.constexpr = DS_T_SHARED_PER_PART if DS_T_IN_REGISTERS else DS_T_SHARED
             for s in range(RATIO):
-                it, dk, dv = _consume_step(
-                    step_args, RATIO * n + s, it, dk, dv, True, False, not DS_T_IN_REGISTERS, RAGGED, WARPGROUP
-                )
+                it, dk, dv = _consume_step(step_args, RATIO * n + s, it, dk, dv, True, ds_t_diagonal, RAGGED, WARPGROUP)
             for s in range(RATIO, steps):
                 it, dk, dv = _consume_step(
-                    step_args, RATIO * n + s, it, dk, dv, False, DS_T_IN_REGISTERS, True, RAGGED, WARPGROUP
+                    step_args, RATIO * n + s, it, dk, dv, False, ds_t_unmasked, RAGGED, WARPGROUP
                 )
         else:
+            ds_t: gl.constexpr = DS_T_SHARED_PER_PART if CAUSAL else ds_t_unmasked
             for s in range(steps):
                 j = _query_tile(n, s, key_tiles, CAUSAL, RATIO)
                 masked = CAUSAL and s < RATIO  # the diagonal's query tiles
-                it, dk, dv = _consume_step(
-                    step_args, j, it, dk, dv, masked, DS_T_IN_REGISTERS, not CAUSAL, RAGGED, WARPGROUP
-                )
+                it, dk, dv = _consume_step(step_args, j, it, dk, dv, masked, ds_t, RAGGED, WARPGROUP)
     dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk,))
     dv = warpgroup_mma_wait(num_outstanding=0, deps=(dv,))
     first_key = n * BLOCK_N + WARPGROUP * KEYS
@@ -612,19 +616,17 @@ def _consume_step(
     dk,
     dv,
     masked,
-    DS_T_IN_REGISTERS: gl.constexpr,
-    ONE_DS_FENCE: gl.constexpr,
+    DS_T: gl.constexpr,
     RAGGED: gl.constexpr,
     WARPGROUP: gl.constexpr,
 ):
     """Step ``it`` of the program's walk, for :func:`_consume_item`: query tile ``j`` against this warpgroup's
     keys of the item. Adds the tile's share to dV and dK (fp32, ``(KEYS, HEAD_DIM)``, returned with their
     products in flight) and hands this warpgroup's dQ piece to the writers. ``masked``: the tile crosses the
-    diagonal (a compile-time or a run-time bool). DS_T_IN_REGISTERS: dK's A operand dS^T comes from the
-    registers that also store the dS buffer rather than from that buffer. ONE_DS_FENCE: where dS^T comes from the
-    buffer, both parts' dS stores go under one fence and both dK products follow it, rather than a fence and a dK
-    product after each part's store. Returns ``(it + 1, dk, dv)``, or ``(it, dk, dv)`` where ``j`` is past the
-    last query tile."""
+    diagonal (a compile-time or a run-time bool). DS_T: where dK's A operand dS^T comes from,
+    :data:`DS_T_REGISTERS`, :data:`DS_T_SHARED` (both parts' dS stores under one fence, then both dK products) or
+    :data:`DS_T_SHARED_PER_PART` (a fence and a dK product after each part's store). Returns ``(it + 1, dk, dv)``,
+    or ``(it, dk, dv)`` where ``j`` is past the last query tile."""
     q_smem, do_smem, ds_smem, dq_smem, ld_smem, q_ready, q_empty, ds_ready, ds_free, dq_full, dq_empty = step_args[:11]
     k_a, v_a, k_dq, keys, key_ok, n, n_ctx, q_tiles, qk_scale_log2, softmax_scale = step_args[11:]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
@@ -678,16 +680,16 @@ def _consume_step(
                 mbarrier.wait(ds_free.index(slot), ((it // STAGES) & 1) ^ 1)
             ds_h = _warpgroup_ds_part(ds_smem, slot, h, WARPGROUP)
             ds_h.store(dst)
-            if not DS_T_IN_REGISTERS and not ONE_DS_FENCE:  # dK's product reads these rows from the buffer next
+            if DS_T == DS_T_SHARED_PER_PART:  # dK's product reads these rows from the buffer next
                 fence_async_shared()
             dv = warpgroup_mma(pt_a, do_h, dv, is_async=True)
-            if DS_T_IN_REGISTERS:
+            if DS_T == DS_T_REGISTERS:
                 dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_h, dk, is_async=True)
-            elif not ONE_DS_FENCE:
+            elif DS_T == DS_T_SHARED_PER_PART:
                 dk = warpgroup_mma(ds_h, q_h, dk, is_async=True)
-        if DS_T_IN_REGISTERS or ONE_DS_FENCE:  # one fence for both parts' stores
+        if DS_T != DS_T_SHARED_PER_PART:  # one fence for both parts' stores
             fence_async_shared()
-        if ONE_DS_FENCE and not DS_T_IN_REGISTERS:  # dK's products read dS^T from the buffer, after the fence
+        if DS_T == DS_T_SHARED:  # dK's products read dS^T from the buffer, after the fence
             for h in gl.static_range(BLOCK_M // SUB_M):
                 q_h = _part(q_smem.index(slot), h, SUB_M, 0)
                 dk = warpgroup_mma(_warpgroup_ds_part(ds_smem, slot, h, WARPGROUP), q_h, dk, is_async=True)
